@@ -1,0 +1,115 @@
+/**
+ * Shared command-line plumbing: usage errors, value parsers whose messages
+ * name the flag, and process-level signal handling.
+ *
+ * @module
+ */
+
+/** A bad command line; printed as `Error: <message>` with exit status 1 (2 for usage). */
+export class UsageError extends Error {
+  /** Creates the error. */
+  constructor(message: string, readonly exitCode = 1) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/** Parses a positive integer flag value. */
+export function parsePositiveInt(flag: string, value: string): number {
+  if (!/^\d+$/.test(value)) {
+    throw new UsageError(
+      `invalid value '${value}' for '--${flag}': expected a positive integer`,
+      2,
+    );
+  }
+  const n = Number(value);
+  if (n === 0) {
+    throw new UsageError(
+      `invalid value '${value}' for '--${flag}': number would be zero for non-zero type`,
+      2,
+    );
+  }
+  return n;
+}
+
+/**
+ * Parses a duration: a plain number is seconds; `ms`, `s`, `m` and `h`
+ * suffixes are accepted. Returns milliseconds.
+ */
+export function parseDuration(flag: string, value: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(value.trim());
+  if (!m) {
+    throw new UsageError(
+      `invalid value '${value}' for '--${flag}': expected a duration like 80, 80s or 500ms`,
+      2,
+    );
+  }
+  const n = Number(m[1]);
+  const unit = m[2] ?? "s";
+  const factor = unit === "ms" ? 1 : unit === "s" ? 1000 : unit === "m" ? 60_000 : 3_600_000;
+  return Math.round(n * factor);
+}
+
+/** Parses a byte size: plain bytes or with `K`, `M`, `G` (binary) suffixes. */
+export function parseByteSize(flag: string, value: string): number {
+  const m = /^(\d+)([KMG]i?B?)?$/i.exec(value.trim());
+  if (!m) {
+    throw new UsageError(`invalid value '${value}' for '--${flag}': expected a size like 256M`, 2);
+  }
+  const unit = (m[2] ?? "").charAt(0).toUpperCase();
+  const factor = unit === "K" ? 1024 : unit === "M" ? 1024 ** 2 : unit === "G" ? 1024 ** 3 : 1;
+  return Number(m[1]) * factor;
+}
+
+/** Reads a secret file given by an absolute path; content trimmed, must be non-empty. */
+export function readSecretFile(flag: string, path: string): string {
+  if (!path.startsWith("/")) throw new UsageError(`--${flag} must be an absolute path`);
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch (error) {
+    throw new UsageError(`cannot read --${flag} ${path}: ${(error as Error).message}`);
+  }
+  const trimmed = text.trim();
+  if (trimmed === "") throw new UsageError(`--${flag} ${path} is empty`);
+  return trimmed;
+}
+
+/**
+ * Calls `onSignal` once on SIGINT, SIGTERM or SIGHUP; returns a function
+ * that removes the listeners.
+ */
+export function onTerminationSignal(onSignal: (signal: Deno.Signal) => void): () => void {
+  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+  let fired = false;
+  const handlers = signals.map((signal) => {
+    const handler = () => {
+      if (fired) return;
+      fired = true;
+      onSignal(signal);
+    };
+    try {
+      Deno.addSignalListener(signal, handler);
+    } catch {
+      // Not supported on this platform.
+    }
+    return [signal, handler] as const;
+  });
+  return () => {
+    for (const [signal, handler] of handlers) {
+      try {
+        Deno.removeSignalListener(signal, handler);
+      } catch { /* not registered */ }
+    }
+  };
+}
+
+/** Prints a line to stdout (protocol-free commands only). */
+export async function printLine(line: string): Promise<void> {
+  const writer = Deno.stdout.writable.getWriter();
+  try {
+    await writer.write(new TextEncoder().encode(line + "\n"));
+  } finally {
+    writer.releaseLock();
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Subcommand dispatch for the `exec-server` command line.
+ *
+ * @module
+ */
+
+import { VERSION } from "../version.ts";
+import { UsageError } from "./common.ts";
+import { parseServeArgs, runServe, SERVE_USAGE } from "./serve.ts";
+
+/** Top-level help. */
+export const USAGE =
+  `exec-server ${VERSION} — execution and integration sidecar servers for coding agents
+
+Usage: exec-server [COMMAND] [OPTIONS]
+
+Commands:
+  serve            serve the exec-server protocol on stdio or WebSocket (default)
+  help             show this help, or a command's help
+
+Run \`exec-server COMMAND --help\` for a command's options.
+`;
+
+type Command = (args: string[]) => Promise<number>;
+
+async function serve(args: string[]): Promise<number> {
+  const config = parseServeArgs(args);
+  if (config === "help") {
+    console.log(SERVE_USAGE);
+    return 0;
+  }
+  return await runServe(config);
+}
+
+const COMMANDS: Record<string, Command> = {
+  serve,
+};
+
+/** Runs the command line; returns the exit status. */
+export async function main(args: string[]): Promise<number> {
+  const [first, ...rest] = args;
+  try {
+    if (first === "--version" || first === "-V") {
+      console.log(`exec-server ${VERSION}`);
+      return 0;
+    }
+    if (first === "help" || first === "--help" || first === "-h") {
+      const topic = first === "help" ? rest[0] : undefined;
+      if (topic !== undefined && COMMANDS[topic]) return await COMMANDS[topic]!(["--help"]);
+      console.log(USAGE);
+      return 0;
+    }
+    if (first !== undefined && !first.startsWith("-")) {
+      const command = COMMANDS[first];
+      if (!command) {
+        throw new UsageError(`unknown command \`${first}\`; run \`exec-server help\``, 2);
+      }
+      return await command(rest);
+    }
+    return await serve(args);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`Error: ${error.message}`);
+      return error.exitCode;
+    }
+    console.error(`Error: ${error instanceof Error ? error.message : String(error)}`);
+    return 1;
+  }
+}

@@ -1,0 +1,289 @@
+/**
+ * `exec-server serve`: flags (a superset of `codex exec-server`'s where they
+ * apply), validation with the reference's messages, and the run loop.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { createLogger, type LogLevel, parseLogLevel } from "../log/logger.ts";
+import { ExecServer } from "../server/exec_server.ts";
+import { serveStdio } from "../server/listen_stdio.ts";
+import { listenWebSocket } from "../server/listen_ws.ts";
+import { sha256, type WebSocketAuth } from "../server/ws_auth.ts";
+import {
+  onTerminationSignal,
+  parseByteSize,
+  parseDuration,
+  parsePositiveInt,
+  printLine,
+  readSecretFile,
+  UsageError,
+} from "./common.ts";
+
+/** Where to listen. */
+export type ListenTarget = { kind: "stdio" } | { kind: "ws"; hostname: string; port: number };
+
+/** Validated `serve` configuration. */
+export interface ServeConfig {
+  /** Listener. */
+  readonly listen: ListenTarget;
+  /** Concurrent requests per connection and lane. */
+  readonly concurrency: number;
+  /** Exit when stdin closes (WebSocket mode). */
+  readonly exitOnStdinClose: boolean;
+  /** Log threshold. */
+  readonly logLevel: LogLevel;
+  /** How upgrades are authenticated (resolved lazily: token digests are async). */
+  readonly auth: () => Promise<WebSocketAuth>;
+  /** Allow non-loopback binds without auth. */
+  readonly allowUnauthenticated: boolean;
+  /** Closed-process retention (ms). */
+  readonly processRetentionMs: number;
+  /** Detached-session TTL (ms). */
+  readonly sessionTtlMs: number;
+  /** Buffered HTTP body cap (bytes). */
+  readonly httpBodyLimitBytes: number;
+}
+
+/** Help text for `serve`. */
+export const SERVE_USAGE = `Usage: exec-server [serve] [OPTIONS]
+
+Serve the exec-server JSON-RPC protocol on stdio or WebSocket.
+
+Options:
+  --listen <URL>                    stdio, stdio://, or ws://IP:PORT (default ws://127.0.0.1:0)
+  --concurrent-requests <N>         requests handled at once per connection (default 32)
+  --exit-on-stdin-close             exit when stdin closes (env CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE)
+  --log-level <LEVEL>               error, warn, info, debug, trace (default info)
+  --process-retention <DURATION>    keep closed processes readable this long (default 80s)
+  --session-ttl <DURATION>          keep detached sessions resumable this long (default 80s)
+  --http-body-limit <SIZE>          cap on buffered http/request bodies (default 256M)
+  --ws-auth <MODE>                  capability-token or signed-bearer-token
+  --ws-token-file <PATH>            absolute path of the capability token
+  --ws-token-sha256 <HEX>           SHA-256 (hex) of the capability token
+  --ws-shared-secret-file <PATH>    absolute path of the JWT shared secret (>= 32 bytes)
+  --ws-issuer <ISSUER>              required JWT issuer
+  --ws-audience <AUDIENCE>          required JWT audience
+  --ws-max-clock-skew-seconds <N>   JWT exp/nbf tolerance (default 30)
+  --allow-unauthenticated           allow a non-loopback ws listener without --ws-auth
+  -h, --help                        show this help
+`;
+
+/** Parses `--listen`, with the reference's error messages. */
+export function parseListen(value: string): ListenTarget {
+  if (value === "stdio" || value === "stdio://") return { kind: "stdio" };
+  const scheme = /^([a-zA-Z][a-zA-Z0-9+.-]*):\/\//.exec(value);
+  if (!scheme || scheme[1]!.toLowerCase() !== "ws") {
+    throw new UsageError(
+      `unsupported --listen URL \`${value}\`; expected \`ws://IP:PORT\` or \`stdio\``,
+    );
+  }
+  const bad = () =>
+    new UsageError(`invalid websocket --listen URL \`${value}\`; expected \`ws://IP:PORT\``);
+  const m = /^ws:\/\/(\[[0-9a-fA-F:.]+\]|\d{1,3}(?:\.\d{1,3}){3}):(\d{1,5})\/?$/.exec(value);
+  if (!m) throw bad();
+  const port = Number(m[2]);
+  if (port > 65535) throw bad();
+  const host = m[1]!.startsWith("[") ? m[1]!.slice(1, -1) : m[1]!;
+  if (!host.includes(":") && host.split(".").some((o) => Number(o) > 255)) throw bad();
+  return { kind: "ws", hostname: host, port };
+}
+
+function parseBoolEnv(name: string, value: string): boolean {
+  if (value === "true") return true;
+  if (value === "false") return false;
+  throw new UsageError(`invalid value '${value}' for ${name}: expected true or false`, 2);
+}
+
+/** Parses and validates `serve` arguments (and the environment). */
+export function parseServeArgs(
+  args: string[],
+  env: Record<string, string | undefined> = Deno.env.toObject(),
+): ServeConfig | "help" {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: false,
+      strict: true,
+      options: {
+        listen: { type: "string" },
+        "concurrent-requests": { type: "string" },
+        "exit-on-stdin-close": { type: "boolean" },
+        "log-level": { type: "string" },
+        "process-retention": { type: "string" },
+        "session-ttl": { type: "string" },
+        "http-body-limit": { type: "string" },
+        "ws-auth": { type: "string" },
+        "ws-token-file": { type: "string" },
+        "ws-token-sha256": { type: "string" },
+        "ws-shared-secret-file": { type: "string" },
+        "ws-issuer": { type: "string" },
+        "ws-audience": { type: "string" },
+        "ws-max-clock-skew-seconds": { type: "string" },
+        "allow-unauthenticated": { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  const v = parsed.values;
+  if (v.help) return "help";
+  const listen = parseListen(v.listen ?? "ws://127.0.0.1:0");
+  const envExit = env.CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE;
+  const exitOnStdinClose = v["exit-on-stdin-close"] ??
+    (envExit === undefined
+      ? false
+      : parseBoolEnv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE", envExit));
+
+  const authFlags = [
+    "ws-auth",
+    "ws-token-file",
+    "ws-token-sha256",
+    "ws-shared-secret-file",
+    "ws-issuer",
+    "ws-audience",
+    "ws-max-clock-skew-seconds",
+  ] as const;
+  const anyAuth = authFlags.some((f) => v[f] !== undefined);
+  if (anyAuth && listen.kind === "stdio") {
+    throw new UsageError("WebSocket auth requires a WebSocket listener, not stdio");
+  }
+  const mode = v["ws-auth"];
+  let auth: () => Promise<WebSocketAuth> = () => Promise.resolve({ mode: "none" });
+  if (mode === undefined) {
+    if (anyAuth) {
+      const flag = authFlags.find((f) => v[f] !== undefined)!;
+      throw new UsageError(`\`--${flag}\` requires \`--ws-auth\``);
+    }
+  } else if (mode === "capability-token") {
+    for (
+      const f of [
+        "ws-shared-secret-file",
+        "ws-issuer",
+        "ws-audience",
+        "ws-max-clock-skew-seconds",
+      ] as const
+    ) {
+      if (v[f] !== undefined) {
+        throw new UsageError(`\`--${f}\` requires \`--ws-auth signed-bearer-token\``);
+      }
+    }
+    const file = v["ws-token-file"];
+    const digest = v["ws-token-sha256"];
+    if (file !== undefined && digest !== undefined) {
+      throw new UsageError("`--ws-token-file` and `--ws-token-sha256` cannot be used together");
+    }
+    if (file === undefined && digest === undefined) {
+      throw new UsageError(
+        "`--ws-token-file` or `--ws-token-sha256` is required when `--ws-auth capability-token` is set",
+      );
+    }
+    if (digest !== undefined) {
+      if (!/^[0-9a-fA-F]{64}$/.test(digest)) {
+        throw new UsageError("`--ws-token-sha256` must be 64 hexadecimal characters");
+      }
+      const bytes = Uint8Array.fromHex(digest.toLowerCase());
+      auth = () => Promise.resolve({ mode: "capability-token", tokenSha256: bytes });
+    } else {
+      const token = readSecretFile("ws-token-file", file!);
+      auth = async () => ({ mode: "capability-token", tokenSha256: await sha256(token) });
+    }
+  } else if (mode === "signed-bearer-token") {
+    for (const f of ["ws-token-file", "ws-token-sha256"] as const) {
+      if (v[f] !== undefined) {
+        throw new UsageError(`\`--${f}\` requires \`--ws-auth capability-token\``);
+      }
+    }
+    const file = v["ws-shared-secret-file"];
+    if (file === undefined) {
+      throw new UsageError(
+        "`--ws-shared-secret-file` is required when `--ws-auth signed-bearer-token` is set",
+      );
+    }
+    const secret = new TextEncoder().encode(readSecretFile("ws-shared-secret-file", file));
+    if (secret.length < 32) {
+      throw new UsageError("`--ws-shared-secret-file` must contain at least 32 bytes");
+    }
+    const skewText = v["ws-max-clock-skew-seconds"];
+    if (skewText !== undefined && !/^\d+$/.test(skewText)) {
+      throw new UsageError(`invalid value '${skewText}' for '--ws-max-clock-skew-seconds'`, 2);
+    }
+    const config: WebSocketAuth = {
+      mode: "signed-bearer-token",
+      secret,
+      ...(v["ws-issuer"] !== undefined ? { issuer: v["ws-issuer"] } : {}),
+      ...(v["ws-audience"] !== undefined ? { audience: v["ws-audience"] } : {}),
+      maxClockSkewSeconds: skewText === undefined ? 30 : Number(skewText),
+    };
+    auth = () => Promise.resolve(config);
+  } else {
+    throw new UsageError(
+      `invalid value '${mode}' for '--ws-auth <MODE>': expected capability-token or signed-bearer-token`,
+      2,
+    );
+  }
+
+  return {
+    listen,
+    concurrency: v["concurrent-requests"] === undefined
+      ? 32
+      : parsePositiveInt("concurrent-requests <COUNT>", v["concurrent-requests"]),
+    exitOnStdinClose,
+    logLevel: parseLogLevel(v["log-level"] ?? "info"),
+    auth,
+    allowUnauthenticated: v["allow-unauthenticated"] ?? false,
+    processRetentionMs: parseDuration("process-retention", v["process-retention"] ?? "80"),
+    sessionTtlMs: parseDuration("session-ttl", v["session-ttl"] ?? "80"),
+    httpBodyLimitBytes: parseByteSize("http-body-limit", v["http-body-limit"] ?? "256M"),
+  };
+}
+
+async function waitForStdinEof(): Promise<void> {
+  try {
+    for await (const _ of Deno.stdin.readable) { /* discard */ }
+  } catch {
+    // stdin closed or unreadable: treat as EOF.
+  }
+}
+
+/** Runs the server until its input ends (stdio) or a termination signal. */
+export async function runServe(config: ServeConfig): Promise<number> {
+  const logger = createLogger({ level: config.logLevel });
+  const server = new ExecServer({
+    concurrency: config.concurrency,
+    processRetentionMs: config.processRetentionMs,
+    sessionTtlMs: config.sessionTtlMs,
+    httpBodyLimitBytes: config.httpBodyLimitBytes,
+    logger,
+  });
+  const stop = Promise.withResolvers<string>();
+  const removeSignals = onTerminationSignal((signal) => stop.resolve(signal));
+  try {
+    if (config.listen.kind === "stdio") {
+      const ended = serveStdio(server).then((info) => `stdio ${info.reason}`);
+      const why = await Promise.race([ended, stop.promise]);
+      logger.info("server.stopping", { reason: why });
+    } else {
+      const listener = listenWebSocket(server, {
+        hostname: config.listen.hostname,
+        port: config.listen.port,
+        auth: await config.auth(),
+        allowUnauthenticated: config.allowUnauthenticated,
+      });
+      await printLine(listener.url);
+      logger.info("server.listening", { url: listener.url });
+      const waits: Promise<string>[] = [stop.promise];
+      if (config.exitOnStdinClose) waits.push(waitForStdinEof().then(() => "stdin closed"));
+      const why = await Promise.race(waits);
+      logger.info("server.stopping", { reason: why });
+      await listener.close();
+    }
+  } finally {
+    removeSignals();
+    await server.close();
+  }
+  return 0;
+}

@@ -1,0 +1,227 @@
+/**
+ * JSON-RPC 2.0 message shapes, classification of untrusted input and
+ * serialisation.
+ *
+ * Ids are integers in the signed 64-bit range or strings, echoed exactly:
+ * integers beyond `Number.MAX_SAFE_INTEGER` are carried as `bigint`.
+ *
+ * @module
+ */
+
+import { DEFAULT_JSON_LIMITS, parseStrictJson, type StrictJsonLimits } from "./strict_json.ts";
+
+/** A request id: an integer (64-bit range) or a string. */
+export type RequestId = number | string | bigint;
+
+/** The error member of a JSON-RPC error response. */
+export interface JsonRpcErrorObject {
+  /** Numeric error code. */
+  code: number;
+  /** Human-readable description. */
+  message: string;
+  /** Optional structured detail. */
+  data?: unknown;
+}
+
+/** A call that expects a response. */
+export interface JsonRpcRequest {
+  /** Protocol marker; always `"2.0"` on output, ignored on input. */
+  jsonrpc?: string;
+  /** Correlates the response. */
+  id: RequestId;
+  /** Method name. */
+  method: string;
+  /** Method parameters (absent is treated as `null`). */
+  params?: unknown;
+}
+
+/** A one-way message. */
+export interface JsonRpcNotification {
+  /** Protocol marker; always `"2.0"` on output, ignored on input. */
+  jsonrpc?: string;
+  /** Method name. */
+  method: string;
+  /** Method parameters. */
+  params?: unknown;
+}
+
+/** A successful response. */
+export interface JsonRpcSuccess {
+  /** Protocol marker. */
+  jsonrpc?: string;
+  /** Id of the request being answered. */
+  id: RequestId;
+  /** The result value. */
+  result: unknown;
+}
+
+/** An error response. */
+export interface JsonRpcFailure {
+  /** Protocol marker. */
+  jsonrpc?: string;
+  /** Id of the request being answered (`-1` for unparsable input). */
+  id: RequestId | null;
+  /** What went wrong. */
+  error: JsonRpcErrorObject;
+}
+
+/** Any JSON-RPC message. */
+export type JsonRpcMessage =
+  | JsonRpcRequest
+  | JsonRpcNotification
+  | JsonRpcSuccess
+  | JsonRpcFailure;
+
+/**
+ * Input that could not be turned into a message. The connection stays open;
+ * the peer answers with an error carrying id `-1`.
+ */
+export interface MalformedMessage {
+  /** Full human-readable description of the problem. */
+  malformed: string;
+}
+
+/** What a connection's readable side yields. */
+export type IncomingMessage = JsonRpcMessage | MalformedMessage;
+
+/** True when `m` is input that failed to parse. */
+export function isMalformed(m: IncomingMessage): m is MalformedMessage {
+  return (m as MalformedMessage).malformed !== undefined;
+}
+
+/** True when `m` is a request. */
+export function isRequest(m: JsonRpcMessage): m is JsonRpcRequest {
+  return "method" in m && "id" in m;
+}
+
+/** True when `m` is a notification. */
+export function isNotification(m: JsonRpcMessage): m is JsonRpcNotification {
+  return "method" in m && !("id" in m);
+}
+
+/** True when `m` is a success response. */
+export function isSuccess(m: JsonRpcMessage): m is JsonRpcSuccess {
+  return !("method" in m) && "result" in m;
+}
+
+/** True when `m` is an error response. */
+export function isFailure(m: JsonRpcMessage): m is JsonRpcFailure {
+  return !("method" in m) && "error" in m;
+}
+
+const I64_MIN = -(2n ** 63n);
+const I64_MAX = 2n ** 63n - 1n;
+const ID_MISMATCH = "data did not match any variant of untagged enum RequestId";
+
+function describeType(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "sequence";
+  if (typeof v === "object") return "map";
+  if (typeof v === "number") {
+    return Number.isInteger(v) ? `integer \`${v}\`` : `floating point \`${v}\``;
+  }
+  if (typeof v === "string") return `string ${JSON.stringify(v)}`;
+  if (typeof v === "boolean") return `boolean \`${v}\``;
+  return typeof v;
+}
+
+/** Normalises a parsed id; returns an error string when it is not valid. */
+function normaliseId(raw: unknown, source: string | undefined): RequestId | string[] {
+  if (typeof raw === "string") return raw;
+  if (typeof raw === "number" && source !== undefined && /^-?\d+$/.test(source)) {
+    if (Number.isSafeInteger(raw)) return raw;
+    const big = BigInt(source);
+    if (big < I64_MIN || big > I64_MAX) return [ID_MISMATCH];
+    return big;
+  }
+  return [ID_MISMATCH];
+}
+
+/**
+ * Classifies a parsed JSON value as a JSON-RPC message, or explains why it is
+ * not one. `idSource` is the raw text of the `id` member when numeric.
+ */
+export function classifyMessage(
+  value: unknown,
+  idSource?: string,
+): JsonRpcMessage | string {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    return "expected a JSON-RPC object";
+  }
+  const obj = value as Record<string, unknown>;
+  let id: RequestId | undefined;
+  if ("id" in obj) {
+    const normalised = normaliseId(obj.id, idSource);
+    if (Array.isArray(normalised)) return normalised[0]!;
+    id = normalised;
+  }
+  if ("method" in obj) {
+    if (typeof obj.method !== "string") {
+      return `invalid type: ${describeType(obj.method)}, expected a string`;
+    }
+    const msg: { id?: RequestId; method: string; params?: unknown } = {
+      method: obj.method,
+    };
+    if (id !== undefined) msg.id = id;
+    if ("params" in obj) msg.params = obj.params;
+    return msg as JsonRpcMessage;
+  }
+  if (id === undefined) return "missing field `method`";
+  if ("result" in obj) return { id, result: obj.result };
+  if ("error" in obj) {
+    const e = obj.error;
+    if (e === null || typeof e !== "object" || Array.isArray(e)) {
+      return `invalid type: ${describeType(e)}, expected struct JSONRPCErrorError`;
+    }
+    const eo = e as Record<string, unknown>;
+    if (typeof eo.code !== "number" || !Number.isInteger(eo.code)) {
+      return "missing field `code`";
+    }
+    if (typeof eo.message !== "string") return "missing field `message`";
+    const error: JsonRpcErrorObject = { code: eo.code, message: eo.message };
+    if ("data" in eo) error.data = eo.data;
+    return { id, error };
+  }
+  return "missing field `error`";
+}
+
+/**
+ * Decodes one message from JSON text. Returns a {@linkcode MalformedMessage}
+ * (with `prefix: detail` as its text) for anything unacceptable.
+ */
+export function decodeMessage(
+  text: string,
+  prefix: string,
+  limits: StrictJsonLimits = DEFAULT_JSON_LIMITS,
+): IncomingMessage {
+  const parsed = parseStrictJson(text, limits);
+  if (!parsed.ok) return { malformed: `${prefix}: ${parsed.message}` };
+  const msg = classifyMessage(parsed.value, parsed.idSource);
+  if (typeof msg === "string") return { malformed: `${prefix}: ${msg}` };
+  return msg;
+}
+
+function encodeId(id: RequestId | null): string {
+  if (typeof id === "bigint") return id.toString();
+  return JSON.stringify(id);
+}
+
+/**
+ * Serialises a message as compact JSON with `"jsonrpc":"2.0"` first.
+ * `bigint` ids are written as exact integers.
+ */
+export function encodeMessage(msg: JsonRpcMessage): string {
+  const m = msg as Partial<JsonRpcRequest & JsonRpcSuccess & JsonRpcFailure>;
+  let out = '{"jsonrpc":"2.0"';
+  if (m.id !== undefined) out += ',"id":' + encodeId(m.id);
+  if (m.method !== undefined) {
+    out += ',"method":' + JSON.stringify(m.method);
+    if (m.params !== undefined) out += ',"params":' + JSON.stringify(m.params);
+  } else if ("error" in m) {
+    out += ',"error":' + JSON.stringify(m.error);
+  } else {
+    const result = JSON.stringify(m.result);
+    out += ',"result":' + (result === undefined ? "null" : result);
+  }
+  return out + "}";
+}

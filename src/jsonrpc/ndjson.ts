@@ -1,0 +1,195 @@
+/**
+ * Newline-delimited JSON over a pair of byte streams (stdio, a child's pipes).
+ *
+ * Input is split on `\n` bytes before any decoding, in linear time even for
+ * lines that arrive in many pieces. A trailing `\r` is tolerated, blank lines
+ * are ignored, a line over the limit or with invalid UTF-8 ends the
+ * connection (logged by the caller through `closed`), and text that is not a
+ * JSON-RPC message yields a {@linkcode MalformedMessage} so the peer can
+ * answer it while the connection stays open.
+ *
+ * @module
+ */
+
+import { type CloseInfo, closeLatch, type Connection, createBatchingSink } from "./connection.ts";
+import { decodeMessage, encodeMessage, type IncomingMessage } from "./message.ts";
+import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
+
+/** Default maximum line length: 64 MiB, newline excluded. */
+export const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
+
+/** Options for {@linkcode ndjsonConnection}. */
+export interface NdjsonOptions {
+  /** Label for logs and parse errors. Default `"stdio"`. */
+  readonly label?: string;
+  /** Prefix of parse-error messages. Default `failed to parse JSON-RPC message from <label>`. */
+  readonly parseErrorPrefix?: string;
+  /** Maximum line length in bytes. Default 64 MiB. */
+  readonly maxLineBytes?: number;
+  /** JSON value budget and depth. */
+  readonly jsonLimits?: StrictJsonLimits;
+  /** Output bytes that may wait before writes block. Default 1 MiB. */
+  readonly outputHighWaterMark?: number;
+}
+
+const NEWLINE = 0x0a;
+
+function isBlank(line: Uint8Array): boolean {
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0d && c !== 0x0a) return false;
+  }
+  return true;
+}
+
+/**
+ * Splits a byte stream into lines without the `\n`, keeping at most
+ * `maxLineBytes` of an unfinished line.
+ */
+export class LineSplitter {
+  #pending: Uint8Array[] = [];
+  #pendingLength = 0;
+
+  /** Creates a splitter rejecting lines longer than `maxLineBytes`. */
+  constructor(readonly maxLineBytes: number) {}
+
+  /**
+   * Feeds `chunk`, calling `onLine` for every completed line. Returns false
+   * (and stops) when a line exceeds the limit.
+   */
+  push(chunk: Uint8Array, onLine: (line: Uint8Array) => void): boolean {
+    let start = 0;
+    let nl = chunk.indexOf(NEWLINE, start);
+    while (nl !== -1) {
+      let line = chunk.subarray(start, nl);
+      if (this.#pendingLength > 0) {
+        if (this.#pendingLength + line.length > this.maxLineBytes) return false;
+        const joined = new Uint8Array(this.#pendingLength + line.length);
+        let offset = 0;
+        for (const p of this.#pending) {
+          joined.set(p, offset);
+          offset += p.length;
+        }
+        joined.set(line, offset);
+        line = joined;
+        this.#pending = [];
+        this.#pendingLength = 0;
+      } else if (line.length > this.maxLineBytes) {
+        return false;
+      }
+      onLine(line);
+      start = nl + 1;
+      nl = chunk.indexOf(NEWLINE, start);
+    }
+    if (start < chunk.length) {
+      const rest = chunk.subarray(start);
+      if (this.#pendingLength + rest.length > this.maxLineBytes) return false;
+      // Copy: the caller may reuse the chunk's buffer.
+      this.#pending.push(rest.slice());
+      this.#pendingLength += rest.length;
+    }
+    return true;
+  }
+
+  /** Bytes of an unfinished line held right now. */
+  get pendingBytes(): number {
+    return this.#pendingLength;
+  }
+}
+
+/**
+ * Builds a {@linkcode Connection} over newline-delimited JSON carried by
+ * `input` and `output`.
+ */
+export function ndjsonConnection(
+  input: ReadableStream<Uint8Array>,
+  output: WritableStream<Uint8Array>,
+  options: NdjsonOptions = {},
+): Connection {
+  const label = options.label ?? "stdio";
+  const prefix = options.parseErrorPrefix ?? `failed to parse JSON-RPC message from ${label}`;
+  const maxLine = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+  const limits = options.jsonLimits ?? DEFAULT_JSON_LIMITS;
+  const latch = closeLatch();
+  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+  const splitter = new LineSplitter(maxLine);
+  const reader = input.getReader();
+  const writer = output.getWriter();
+
+  const finish = (info: CloseInfo) => {
+    if (latch.done) return;
+    latch.resolve(info);
+    reader.cancel().catch(() => {});
+  };
+
+  const readable = new ReadableStream<IncomingMessage>({
+    async pull(controller) {
+      let produced = 0;
+      let violation: string | null = null;
+      const onLine = (line: Uint8Array) => {
+        if (violation !== null) return;
+        if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
+        if (isBlank(line)) return;
+        let text: string;
+        try {
+          text = decoder.decode(line);
+        } catch {
+          violation = "invalid UTF-8 in input";
+          return;
+        }
+        controller.enqueue(decodeMessage(text, prefix, limits));
+        produced++;
+      };
+      while (produced === 0) {
+        let result: ReadableStreamReadResult<Uint8Array>;
+        try {
+          result = await reader.read();
+        } catch (error) {
+          finish({ reason: `read failed: ${(error as Error).message}`, error });
+          controller.close();
+          return;
+        }
+        if (result.done || latch.done) {
+          finish({ reason: "eof" });
+          controller.close();
+          return;
+        }
+        if (!splitter.push(result.value, onLine)) {
+          violation = `line exceeds ${maxLine} bytes`;
+        }
+        if (violation !== null) {
+          finish({ reason: violation });
+          controller.close();
+          return;
+        }
+      }
+    },
+    cancel() {
+      finish({ reason: "closed locally" });
+    },
+  }, { highWaterMark: 0 });
+
+  const writable = new WritableStream(
+    createBatchingSink(
+      (msg) => encodeMessage(msg) + "\n",
+      (bytes) => writer.write(bytes),
+      async () => {
+        await writer.close().catch(() => {});
+      },
+      { highWaterMark: options.outputHighWaterMark },
+    ),
+  );
+
+  writer.closed.catch((error) => finish({ reason: "output closed", error }));
+
+  return {
+    readable,
+    writable,
+    closed: latch.promise,
+    label,
+    maxMessageBytes: maxLine,
+    close(reason = "closed locally") {
+      finish({ reason });
+    },
+  };
+}

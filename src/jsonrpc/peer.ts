@@ -1,0 +1,429 @@
+/**
+ * The JSON-RPC peer: the one engine used by the server, the client and the
+ * relay executor. It reads a {@linkcode Connection}, dispatches requests to a
+ * handler with bounded concurrency, surfaces notifications, and matches
+ * responses to the calls it made.
+ *
+ * Scheduling: each request goes to a lane (by method); a lane runs up to
+ * `concurrency` handlers at once and queues the rest in arrival order.
+ * Handlers start synchronously in arrival order, so work they do before
+ * their first `await` is ordered. A handler that waits for a long time
+ * (a long poll) wraps the wait in `ctx.idle()` to give its slot back.
+ * When too many requests are queued the peer stops reading, so a flooding
+ * client is slowed by its own transport.
+ *
+ * @module
+ */
+
+import type { CloseInfo, Connection } from "./connection.ts";
+import { ConnectionClosedError, JsonRpcCode, RpcError } from "./errors.ts";
+import {
+  isFailure,
+  isMalformed,
+  isNotification,
+  isRequest,
+  type JsonRpcMessage,
+  type JsonRpcRequest,
+  type RequestId,
+} from "./message.ts";
+import { type Logger, nullLogger } from "../log/logger.ts";
+import { settleWithin } from "../util/async.ts";
+
+/** What a request handler can use besides its params. */
+export interface RequestContext {
+  /** The request id. */
+  readonly id: RequestId;
+  /** The method name. */
+  readonly method: string;
+  /** Aborted when the connection ends. */
+  readonly signal: AbortSignal;
+  /**
+   * Awaits `wait` without holding a concurrency slot (for long polls), then
+   * takes a slot again before returning.
+   */
+  idle<T>(wait: Promise<T>): Promise<T>;
+}
+
+/** Handles one request; the return value is the result. */
+export type RequestHandler = (
+  method: string,
+  params: unknown,
+  ctx: RequestContext,
+) => unknown;
+
+/** Handles one notification. */
+export type NotificationHandler = (method: string, params: unknown) => void;
+
+/** Options for {@linkcode RpcPeer}. */
+export interface RpcPeerOptions {
+  /** Handles inbound requests; without it every request gets `-32601`. */
+  readonly onRequest?: RequestHandler;
+  /** Handles inbound notifications. */
+  readonly onNotification?: NotificationHandler;
+  /** Handlers running at once per lane. Default 32. */
+  readonly concurrency?: number;
+  /** Lane of a method. Default: one lane. */
+  readonly laneOf?: (method: string) => string;
+  /**
+   * When true for a request, it runs alone: the peer stops reading until
+   * it completes (used before a handshake is finished).
+   */
+  readonly inline?: (method: string) => boolean;
+  /** Requests queued (all lanes) before the peer stops reading. Default 1024. */
+  readonly maxQueued?: number;
+  /** Where to log. */
+  readonly logger?: Logger;
+}
+
+/** Options for one outbound call. */
+export interface CallOptions {
+  /** Aborts the wait (the request stays sent). */
+  readonly signal?: AbortSignal;
+  /** Rejects after this many milliseconds. */
+  readonly timeoutMs?: number;
+}
+
+interface Lane {
+  active: number;
+  queue: Array<() => void>;
+}
+
+interface Pending {
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+  method: string;
+}
+
+/** A JSON-RPC endpoint over one connection; see the module documentation. */
+export class RpcPeer {
+  /** Resolves once, after the connection ended and calls were failed. */
+  readonly closed: Promise<CloseInfo>;
+  /** The underlying connection. */
+  readonly connection: Connection;
+
+  #options: RpcPeerOptions;
+  #writer: WritableStreamDefaultWriter<JsonRpcMessage>;
+  #logger: Logger;
+  #concurrency: number;
+  #lanes = new Map<string, Lane>();
+  #queued = 0;
+  #queueSpace: PromiseWithResolvers<void> | null = null;
+  #pending = new Map<number, Pending>();
+  #nextId = 1;
+  #abort = new AbortController();
+  #closeInfo: CloseInfo | null = null;
+  #resolveClosed!: (info: CloseInfo) => void;
+  #inFlight = new Set<Promise<void>>();
+
+  /** Starts reading `connection` immediately. */
+  constructor(connection: Connection, options: RpcPeerOptions = {}) {
+    this.connection = connection;
+    this.#options = options;
+    this.#logger = options.logger ?? nullLogger;
+    this.#concurrency = Math.max(1, options.concurrency ?? 32);
+    this.#writer = connection.writable.getWriter();
+    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+    this.#writer.closed.catch((error) =>
+      this.#shutdown({ reason: `write failed: ${(error as Error)?.message ?? error}`, error })
+    );
+    connection.closed.then((info) => this.#shutdown(info));
+    this.#readLoop();
+  }
+
+  /** The first close reason, or null while open. */
+  get closeInfo(): CloseInfo | null {
+    return this.#closeInfo;
+  }
+
+  /** Resolves when the outbound side has room (producers should await it). */
+  get ready(): Promise<void> {
+    return this.#writer.ready.catch(() => {});
+  }
+
+  /** True when the outbound queue is full. */
+  get congested(): boolean {
+    const size = this.#writer.desiredSize;
+    return size !== null && size <= 0;
+  }
+
+  /** Aborted when the connection ends. */
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /**
+   * Sends a raw message. Resolves true once the transport queue accepted it,
+   * false when the connection is closed (never rejects).
+   */
+  send(message: JsonRpcMessage): Promise<boolean> {
+    // Output may outlive input (a client that sends requests and then closes
+    // its end still gets the answers): only a failed or closed writer drops.
+    return this.#writer.write(message).then(() => true, () => false);
+  }
+
+  /** Sends a notification; resolves false when the connection is closed. */
+  notify(method: string, params?: unknown): Promise<boolean> {
+    const msg: JsonRpcMessage = params === undefined
+      ? { jsonrpc: "2.0", method }
+      : { jsonrpc: "2.0", method, params };
+    return this.send(msg);
+  }
+
+  /**
+   * Calls `method`; resolves with the result or rejects with
+   * {@linkcode RpcError} (error response) or {@linkcode ConnectionClosedError}.
+   */
+  request<T = unknown>(method: string, params?: unknown, options: CallOptions = {}): Promise<T> {
+    if (this.#closeInfo !== null) {
+      return Promise.reject(new ConnectionClosedError(this.#closeInfo.reason));
+    }
+    const id = this.#nextId++;
+    const { promise, resolve, reject } = Promise.withResolvers<T>();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const cleanup = () => {
+      this.#pending.delete(id);
+      clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onAbort);
+    };
+    const onAbort = () => {
+      cleanup();
+      reject(options.signal!.reason ?? new DOMException("aborted", "AbortError"));
+    };
+    if (options.signal?.aborted) {
+      return Promise.reject(options.signal.reason ?? new DOMException("aborted", "AbortError"));
+    }
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    if (options.timeoutMs !== undefined) {
+      timer = setTimeout(() => {
+        cleanup();
+        reject(
+          new RpcError(
+            JsonRpcCode.InternalError,
+            `${method} timed out after ${options.timeoutMs} ms`,
+          ),
+        );
+      }, options.timeoutMs);
+    }
+    this.#pending.set(id, {
+      method,
+      resolve: (value) => {
+        cleanup();
+        resolve(value as T);
+      },
+      reject: (error) => {
+        cleanup();
+        reject(error);
+      },
+    });
+    const msg: JsonRpcRequest = params === undefined
+      ? { jsonrpc: "2.0", id, method }
+      : { jsonrpc: "2.0", id, method, params };
+    this.#writer.write(msg).catch((error) => {
+      this.#pending.get(id)?.reject(
+        new ConnectionClosedError(this.#closeInfo?.reason ?? "connection closed", { cause: error }),
+      );
+    });
+    return promise;
+  }
+
+  /** Ends the connection; in-flight calls fail with `reason`. */
+  close(reason = "closed locally"): void {
+    this.connection.close(reason);
+    this.#shutdown({ reason });
+  }
+
+  /** Waits for running handlers to finish and their responses to be queued. */
+  async drain(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+  }
+
+  /** Flushes queued output and closes the outbound side. */
+  async flushAndClose(timeoutMs = 5000): Promise<void> {
+    await settleWithin(this.#writer.close(), timeoutMs);
+  }
+
+  #shutdown(info: CloseInfo): void {
+    if (this.#closeInfo !== null) return;
+    this.#closeInfo = info;
+    this.#abort.abort(new ConnectionClosedError(info.reason));
+    for (const pending of [...this.#pending.values()]) {
+      pending.reject(new ConnectionClosedError(info.reason));
+    }
+    this.#pending.clear();
+    this.#queueSpace?.resolve();
+    this.#resolveClosed(info);
+  }
+
+  async #readLoop(): Promise<void> {
+    const reader = this.connection.readable.getReader();
+    try {
+      while (this.#closeInfo === null) {
+        let result: ReadableStreamReadResult<import("./message.ts").IncomingMessage>;
+        try {
+          result = await reader.read();
+        } catch (error) {
+          this.#shutdown({ reason: `read failed: ${(error as Error).message}`, error });
+          break;
+        }
+        if (result.done) break;
+        const msg = result.value;
+        if (isMalformed(msg)) {
+          this.#logger.debug("jsonrpc.malformed", {
+            connection: this.connection.label,
+            detail: msg.malformed,
+          });
+          this.send({
+            jsonrpc: "2.0",
+            id: -1,
+            error: { code: JsonRpcCode.InvalidRequest, message: msg.malformed },
+          });
+        } else if (isRequest(msg)) {
+          const run = this.#dispatch(msg);
+          if (run !== null) await run;
+          while (this.#queued >= (this.#options.maxQueued ?? 1024) && this.#closeInfo === null) {
+            this.#queueSpace = Promise.withResolvers<void>();
+            await this.#queueSpace.promise;
+          }
+        } else if (isNotification(msg)) {
+          this.#handleNotification(msg.method, msg.params);
+        } else {
+          this.#handleResponse(msg);
+        }
+      }
+    } finally {
+      reader.releaseLock();
+    }
+    await this.connection.closed.then((info) => this.#shutdown(info));
+  }
+
+  #handleNotification(method: string, params: unknown): void {
+    const handler = this.#options.onNotification;
+    if (!handler) {
+      this.#logger.debug("jsonrpc.notification_ignored", { method });
+      return;
+    }
+    try {
+      handler(method, params);
+    } catch (error) {
+      this.#logger.error("jsonrpc.notification_failed", { method, error });
+    }
+  }
+
+  #handleResponse(msg: JsonRpcMessage): void {
+    const id = (msg as { id: RequestId }).id;
+    const pending = typeof id === "number" ? this.#pending.get(id) : undefined;
+    if (!pending) {
+      this.#logger.warn("jsonrpc.unmatched_response", {
+        connection: this.connection.label,
+        id: String(id),
+      });
+      return;
+    }
+    if (isFailure(msg)) {
+      pending.reject(new RpcError(msg.error.code, msg.error.message, { data: msg.error.data }));
+    } else {
+      pending.resolve((msg as { result: unknown }).result);
+    }
+  }
+
+  #lane(name: string): Lane {
+    let lane = this.#lanes.get(name);
+    if (!lane) {
+      lane = { active: 0, queue: [] };
+      this.#lanes.set(name, lane);
+    }
+    return lane;
+  }
+
+  #acquire(lane: Lane): Promise<void> | null {
+    if (lane.active < this.#concurrency) {
+      lane.active++;
+      return null;
+    }
+    this.#queued++;
+    return new Promise<void>((resolve) =>
+      lane.queue.push(() => {
+        this.#queued--;
+        if (this.#queueSpace && this.#queued < (this.#options.maxQueued ?? 1024)) {
+          this.#queueSpace.resolve();
+          this.#queueSpace = null;
+        }
+        lane.active++;
+        resolve();
+      })
+    );
+  }
+
+  #release(lane: Lane): void {
+    lane.active--;
+    const next = lane.queue.shift();
+    if (next) next();
+  }
+
+  /** Starts or queues a request; returns a promise only for inline requests. */
+  #dispatch(req: JsonRpcRequest): Promise<void> | null {
+    const inline = this.#options.inline?.(req.method) ?? false;
+    const lane = this.#lane(inline ? "\0inline" : this.#options.laneOf?.(req.method) ?? "default");
+    const waiting = this.#acquire(lane);
+    const run = waiting === null ? this.#run(req, lane) : waiting.then(() => this.#run(req, lane));
+    this.#inFlight.add(run);
+    run.finally(() => this.#inFlight.delete(run));
+    return inline ? run : null;
+  }
+
+  async #run(req: JsonRpcRequest, lane: Lane): Promise<void> {
+    let holding = true;
+    const ctx: RequestContext = {
+      id: req.id,
+      method: req.method,
+      signal: this.#abort.signal,
+      idle: async <T>(wait: Promise<T>): Promise<T> => {
+        if (holding) {
+          holding = false;
+          this.#release(lane);
+        }
+        try {
+          return await wait;
+        } finally {
+          const again = this.#acquire(lane);
+          if (again !== null) await again;
+          holding = true;
+        }
+      },
+    };
+    let response: JsonRpcMessage;
+    try {
+      const handler = this.#options.onRequest;
+      if (!handler) {
+        throw new RpcError(JsonRpcCode.MethodNotFound, `method not found: ${req.method}`);
+      }
+      const result = await handler(req.method, req.params ?? null, ctx);
+      response = { jsonrpc: "2.0", id: req.id, result: result === undefined ? null : result };
+    } catch (error) {
+      response = { jsonrpc: "2.0", id: req.id, error: this.#toErrorObject(req, error) };
+    } finally {
+      if (holding) {
+        holding = false;
+        this.#release(lane);
+      }
+    }
+    await this.send(response);
+  }
+
+  #toErrorObject(
+    req: JsonRpcRequest,
+    error: unknown,
+  ): { code: number; message: string; data?: unknown } {
+    if (error instanceof RpcError) {
+      return error.data === undefined
+        ? { code: error.code, message: error.message }
+        : { code: error.code, message: error.message, data: error.data };
+    }
+    if (error instanceof ConnectionClosedError) {
+      return { code: JsonRpcCode.InternalError, message: error.message };
+    }
+    this.#logger.error("jsonrpc.handler_failed", { method: req.method, error });
+    const message = error instanceof Error ? error.message : String(error);
+    return { code: JsonRpcCode.InternalError, message: `internal error: ${message}` };
+  }
+}

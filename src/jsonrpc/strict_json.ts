@@ -1,0 +1,327 @@
+/**
+ * Strict JSON parsing for JSON-RPC input.
+ *
+ * `JSON.parse` is fast but lenient in ways a protocol server must not be: it
+ * silently keeps the last of duplicate keys, has no value budget and no depth
+ * limit, and cannot represent 64-bit integer ids exactly. This module runs a
+ * structural scan first (linear time; long strings are skipped with native
+ * `indexOf`), enforcing those rules with messages in the wording the
+ * reference server uses, then lets `JSON.parse` build the value.
+ *
+ * @module
+ */
+
+/** Limits applied while scanning one JSON text. */
+export interface StrictJsonLimits {
+  /** Maximum number of JSON values (object keys do not count). */
+  readonly maxValues: number;
+  /** Maximum nesting depth of objects and arrays. */
+  readonly maxDepth: number;
+}
+
+/** Default limits, matching the reference exec-server. */
+export const DEFAULT_JSON_LIMITS: StrictJsonLimits = {
+  maxValues: 262_144,
+  maxDepth: 128,
+};
+
+/** Result of {@linkcode parseStrictJson}. */
+export type StrictJsonResult =
+  | {
+    readonly ok: true;
+    readonly value: unknown;
+    /** Source text of the top-level `"id"` member when it is a number. */
+    readonly idSource: string | undefined;
+  }
+  | { readonly ok: false; readonly message: string };
+
+class ScanError extends Error {
+  constructor(readonly detail: string, readonly pos: number) {
+    super(detail);
+  }
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+function isWhitespace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+class Scanner {
+  pos = 0;
+  values = 0;
+  idSource: string | undefined = undefined;
+
+  constructor(readonly text: string, readonly limits: StrictJsonLimits) {}
+
+  fail(detail: string, pos = this.pos): never {
+    throw new ScanError(detail, pos);
+  }
+
+  skipWhitespace(): void {
+    const text = this.text;
+    let pos = this.pos;
+    while (pos < text.length && isWhitespace(text.charCodeAt(pos))) pos++;
+    this.pos = pos;
+  }
+
+  countValue(): void {
+    if (++this.values > this.limits.maxValues) {
+      this.fail(
+        `JSON-RPC message exceeds the limit of ${this.limits.maxValues} JSON values`,
+      );
+    }
+  }
+
+  /** Scans one value starting at the current (non-whitespace) position. */
+  value(depth: number): void {
+    const text = this.text;
+    if (this.pos >= text.length) this.fail("EOF while parsing a value");
+    const c = text.charCodeAt(this.pos);
+    this.countValue();
+    if (c === QUOTE) {
+      this.string();
+    } else if (c === 0x7b /* { */) {
+      this.object(depth + 1);
+    } else if (c === 0x5b /* [ */) {
+      this.array(depth + 1);
+    } else if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
+      this.number();
+    } else if (text.startsWith("true", this.pos)) {
+      this.pos += 4;
+    } else if (text.startsWith("false", this.pos)) {
+      this.pos += 5;
+    } else if (text.startsWith("null", this.pos)) {
+      this.pos += 4;
+    } else {
+      this.fail("expected value", this.pos + 1);
+    }
+  }
+
+  /** Index of the first backslash at or after `from` (-1: none); cached. */
+  #nextBackslash = -2;
+  nextBackslash(from: number): number {
+    if (this.#nextBackslash === -1) return -1;
+    if (this.#nextBackslash < from) {
+      // Positions only grow during a scan, so successive searches never
+      // overlap: the total cost stays linear in the text length.
+      this.#nextBackslash = this.text.indexOf("\\", from);
+    }
+    return this.#nextBackslash;
+  }
+
+  /**
+   * Scans a string starting at its opening quote; returns the [start, end)
+   * range of its raw contents and whether it contains escapes.
+   */
+  string(): [number, number, boolean] {
+    const text = this.text;
+    const start = this.pos + 1;
+    const firstBackslash = this.nextBackslash(start);
+    let search = start;
+    for (;;) {
+      const end = text.indexOf('"', search);
+      if (end === -1) this.fail("EOF while parsing a string", text.length);
+      const escaped = firstBackslash !== -1 && firstBackslash < end;
+      if (!escaped) {
+        this.pos = end + 1;
+        return [start, end, false];
+      }
+      // Count the backslashes right before the quote: an odd number escapes it.
+      let backslashes = 0;
+      let k = end - 1;
+      while (k >= start && text.charCodeAt(k) === BACKSLASH) {
+        backslashes++;
+        k--;
+      }
+      if (backslashes % 2 === 0) {
+        this.pos = end + 1;
+        return [start, end, true];
+      }
+      search = end + 1;
+    }
+  }
+
+  number(): void {
+    const text = this.text;
+    let pos = this.pos;
+    if (text.charCodeAt(pos) === 0x2d) pos++;
+    const digit = (i: number) => {
+      const c = text.charCodeAt(i);
+      return c >= 0x30 && c <= 0x39;
+    };
+    if (pos >= text.length) this.fail("EOF while parsing a value", pos);
+    if (text.charCodeAt(pos) === 0x30) {
+      pos++;
+    } else if (digit(pos)) {
+      while (pos < text.length && digit(pos)) pos++;
+    } else {
+      this.fail("invalid number", pos + 1);
+    }
+    if (text.charCodeAt(pos) === 0x2e /* . */) {
+      pos++;
+      if (!digit(pos)) this.fail("invalid number", pos + 1);
+      while (pos < text.length && digit(pos)) pos++;
+    }
+    const e = text.charCodeAt(pos);
+    if (e === 0x65 || e === 0x45) {
+      pos++;
+      const sign = text.charCodeAt(pos);
+      if (sign === 0x2b || sign === 0x2d) pos++;
+      if (!digit(pos)) this.fail("invalid number", pos + 1);
+      while (pos < text.length && digit(pos)) pos++;
+    }
+    this.pos = pos;
+  }
+
+  object(depth: number): void {
+    if (depth > this.limits.maxDepth) this.fail("recursion limit exceeded");
+    const text = this.text;
+    this.pos++; // {
+    this.skipWhitespace();
+    if (text.charCodeAt(this.pos) === 0x7d /* } */) {
+      this.pos++;
+      return;
+    }
+    let keys: string[] | Set<string> = [];
+    for (;;) {
+      this.skipWhitespace();
+      if (this.pos >= text.length) this.fail("EOF while parsing an object");
+      if (text.charCodeAt(this.pos) !== QUOTE) {
+        this.fail("key must be a string", this.pos + 1);
+      }
+      const keyPos = this.pos;
+      const [ks, ke, escaped] = this.string();
+      let key = text.slice(ks, ke);
+      if (escaped) {
+        try {
+          key = JSON.parse(text.slice(ks - 1, ke + 1));
+        } catch {
+          this.fail("invalid escape", ke);
+        }
+      }
+      if (Array.isArray(keys)) {
+        if (keys.includes(key)) {
+          this.fail(`duplicate JSON object key \`${key}\``, keyPos + 1);
+        }
+        keys.push(key);
+        if (keys.length > 16) keys = new Set(keys);
+      } else {
+        if (keys.has(key)) {
+          this.fail(`duplicate JSON object key \`${key}\``, keyPos + 1);
+        }
+        keys.add(key);
+      }
+      this.skipWhitespace();
+      if (text.charCodeAt(this.pos) !== 0x3a /* : */) {
+        if (this.pos >= text.length) this.fail("EOF while parsing an object");
+        this.fail("expected `:`", this.pos + 1);
+      }
+      this.pos++;
+      this.skipWhitespace();
+      const valueStart = this.pos;
+      this.value(depth);
+      if (depth === 1 && key === "id") {
+        const c = text.charCodeAt(valueStart);
+        if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+          this.idSource = text.slice(valueStart, this.pos);
+        }
+      }
+      this.skipWhitespace();
+      const c = text.charCodeAt(this.pos);
+      if (c === 0x2c /* , */) {
+        this.pos++;
+        continue;
+      }
+      if (c === 0x7d /* } */) {
+        this.pos++;
+        return;
+      }
+      if (this.pos >= text.length) this.fail("EOF while parsing an object");
+      this.fail("expected `,` or `}`", this.pos + 1);
+    }
+  }
+
+  array(depth: number): void {
+    if (depth > this.limits.maxDepth) this.fail("recursion limit exceeded");
+    const text = this.text;
+    this.pos++; // [
+    this.skipWhitespace();
+    if (text.charCodeAt(this.pos) === 0x5d /* ] */) {
+      this.pos++;
+      return;
+    }
+    for (;;) {
+      this.skipWhitespace();
+      this.value(depth);
+      this.skipWhitespace();
+      const c = text.charCodeAt(this.pos);
+      if (c === 0x2c) {
+        this.pos++;
+        continue;
+      }
+      if (c === 0x5d) {
+        this.pos++;
+        return;
+      }
+      if (this.pos >= text.length) this.fail("EOF while parsing a list");
+      this.fail("expected `,` or `]`", this.pos + 1);
+    }
+  }
+}
+
+/** Line and column (1-based line, column counted in characters) of `pos`. */
+function lineColumn(text: string, pos: number): [number, number] {
+  let line = 1;
+  let lineStart = 0;
+  let nl = text.indexOf("\n");
+  while (nl !== -1 && nl < pos) {
+    line++;
+    lineStart = nl + 1;
+    nl = text.indexOf("\n", lineStart);
+  }
+  return [line, Math.max(0, pos - lineStart)];
+}
+
+/**
+ * Parses `text` as one JSON value, rejecting duplicate object keys, more than
+ * `limits.maxValues` values, nesting deeper than `limits.maxDepth`, and
+ * trailing characters. Never throws.
+ */
+export function parseStrictJson(
+  text: string,
+  limits: StrictJsonLimits = DEFAULT_JSON_LIMITS,
+): StrictJsonResult {
+  const scanner = new Scanner(text, limits);
+  try {
+    scanner.skipWhitespace();
+    scanner.value(0);
+    scanner.skipWhitespace();
+    if (scanner.pos < text.length) {
+      scanner.fail("trailing characters", scanner.pos + 1);
+    }
+  } catch (error) {
+    if (error instanceof ScanError) {
+      const [line, column] = lineColumn(text, error.pos);
+      return {
+        ok: false,
+        message: `${error.detail} at line ${line} column ${column}`,
+      };
+    }
+    if (error instanceof RangeError) {
+      return { ok: false, message: "recursion limit exceeded" };
+    }
+    throw error;
+  }
+  try {
+    return { ok: true, value: JSON.parse(text), idSource: scanner.idSource };
+  } catch (error) {
+    // Structure was valid; the content of a string was not (bad escape or an
+    // unescaped control character).
+    return {
+      ok: false,
+      message: `invalid string: ${(error as Error).message}`,
+    };
+  }
+}

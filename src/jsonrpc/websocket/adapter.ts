@@ -1,0 +1,98 @@
+/**
+ * JSON-RPC over a {@linkcode WebSocketChannel}: one message per data frame.
+ * Text and binary frames are accepted; output is always text.
+ *
+ * @module
+ */
+
+import { closeLatch, type Connection, createBatchingSink } from "../connection.ts";
+import { decodeMessage, encodeMessage, type IncomingMessage } from "../message.ts";
+import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "../strict_json.ts";
+import type { WebSocketChannel } from "./channel.ts";
+
+/** Options for {@linkcode webSocketConnection}. */
+export interface WebSocketConnectionOptions {
+  /** Label for logs, e.g. `ws 127.0.0.1:5000`. */
+  readonly label?: string;
+  /** Prefix of parse-error messages. */
+  readonly parseErrorPrefix?: string;
+  /** JSON value budget and depth. */
+  readonly jsonLimits?: StrictJsonLimits;
+  /** Output bytes that may wait before writes block. Default 1 MiB. */
+  readonly outputHighWaterMark?: number;
+}
+
+/** Builds a {@linkcode Connection} over an open WebSocket channel. */
+export function webSocketConnection(
+  channel: WebSocketChannel,
+  options: WebSocketConnectionOptions = {},
+): Connection {
+  const label = options.label ?? "websocket";
+  const prefix = options.parseErrorPrefix ?? `failed to parse JSON-RPC message from ${label}`;
+  const limits = options.jsonLimits ?? DEFAULT_JSON_LIMITS;
+  const latch = closeLatch();
+  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+  const messages = channel.messages.getReader();
+
+  channel.closed.then((info) => {
+    latch.resolve({
+      reason: info.wasClean
+        ? `closed by peer (${info.code}${info.reason ? ` ${info.reason}` : ""})`
+        : info.reason || `connection lost (${info.code})`,
+    });
+  });
+
+  const readable = new ReadableStream<IncomingMessage>({
+    async pull(controller) {
+      let result: ReadableStreamReadResult<string | Uint8Array>;
+      try {
+        result = await messages.read();
+      } catch (error) {
+        latch.resolve({ reason: `read failed: ${(error as Error).message}`, error });
+        controller.close();
+        return;
+      }
+      if (result.done) {
+        await channel.closed;
+        controller.close();
+        return;
+      }
+      let text: string;
+      if (typeof result.value === "string") {
+        text = result.value;
+      } else {
+        try {
+          text = decoder.decode(result.value);
+        } catch {
+          controller.enqueue({ malformed: `${prefix}: invalid UTF-8 in a binary frame` });
+          return;
+        }
+      }
+      controller.enqueue(decodeMessage(text, prefix, limits));
+    },
+    cancel() {
+      channel.abort("closed locally");
+    },
+  }, { highWaterMark: 0 });
+
+  const writable = new WritableStream(
+    createBatchingSink(
+      (msg) => channel.encodeMessage(encodeMessage(msg)),
+      (bytes) => channel.writeRaw(bytes),
+      () => channel.close(),
+      { highWaterMark: options.outputHighWaterMark },
+    ),
+  );
+
+  return {
+    readable,
+    writable,
+    closed: latch.promise,
+    label,
+    maxMessageBytes: channel.maxMessageBytes,
+    close(reason = "closed locally") {
+      latch.resolve({ reason });
+      channel.close(1000, "").catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,394 @@
+/**
+ * A WebSocket endpoint over any duplex byte stream (a TCP connection after
+ * the HTTP upgrade), for either role.
+ *
+ * Unlike Deno's event-based `WebSocket`, inbound messages are a pull-based
+ * `ReadableStream`: bytes are read from the socket only when the consumer
+ * asks, so a slow consumer slows the sender through TCP. Outbound writes
+ * resolve when the transport has taken the bytes. Pings go out on a fixed
+ * interval; a peer that never answers is not disconnected for it.
+ *
+ * @module
+ */
+
+import { CloseCode, encodeFrame, FrameParser, Opcode, WebSocketProtocolError } from "./frame.ts";
+
+/** The duplex byte stream a channel runs over (e.g. a `Deno.Conn`). */
+export interface ByteDuplex {
+  /** Inbound bytes. */
+  readonly readable: ReadableStream<Uint8Array>;
+  /** Outbound bytes. */
+  readonly writable: WritableStream<Uint8Array>;
+  /** Closes the underlying transport. */
+  close(): void;
+}
+
+/** Options for {@linkcode WebSocketChannel}. */
+export interface WebSocketChannelOptions {
+  /** `server` expects masked frames and sends unmasked ones; `client` the reverse. */
+  readonly role: "server" | "client";
+  /** Largest accepted frame payload. Default 16 MiB. */
+  readonly maxFrameBytes?: number;
+  /** Largest accepted reassembled message. Default 64 MiB. */
+  readonly maxMessageBytes?: number;
+  /** Ping interval in milliseconds; 0 disables pings. Default 30 000. */
+  readonly pingIntervalMs?: number;
+  /** Bytes already read past the HTTP head. */
+  readonly leftover?: Uint8Array;
+}
+
+/** How a channel ended. */
+export interface WebSocketCloseInfo {
+  /** Close code received or sent (1006: no close frame). */
+  readonly code: number;
+  /** Close reason text. */
+  readonly reason: string;
+  /** True when the close handshake completed. */
+  readonly wasClean: boolean;
+}
+
+/** An inbound data message: text frames give strings, binary frames bytes. */
+export type WebSocketMessage = string | Uint8Array;
+
+const encoder = new TextEncoder();
+
+/** A WebSocket endpoint; see the module documentation. */
+export class WebSocketChannel {
+  /** Inbound data messages, pulled on demand. */
+  readonly messages: ReadableStream<WebSocketMessage>;
+  /** Resolves once when the channel has ended. */
+  readonly closed: Promise<WebSocketCloseInfo>;
+  /** Largest message this side accepts. */
+  readonly maxMessageBytes: number;
+  /** Largest frame this side accepts (and emits). */
+  readonly maxFrameBytes: number;
+
+  #transport: ByteDuplex;
+  #reader: ReadableStreamDefaultReader<Uint8Array>;
+  #writer: WritableStreamDefaultWriter<Uint8Array>;
+  #parser: FrameParser;
+  #masked: boolean;
+  #resolveClosed!: (info: WebSocketCloseInfo) => void;
+  #ended = false;
+  #closeSent = false;
+  #pingTimer: ReturnType<typeof setTimeout> | undefined;
+  #pingIntervalMs: number;
+  #fragments: Uint8Array[] = [];
+  #fragmentBytes = 0;
+  #fragmentOpcode = -1;
+  #pendingFrames: import("./frame.ts").Frame[] = [];
+  #leftover: Uint8Array | undefined;
+  #textDecoder = new TextDecoder("utf-8", { fatal: true });
+
+  /** Wraps `transport`; the HTTP handshake must already be done. */
+  constructor(transport: ByteDuplex, options: WebSocketChannelOptions) {
+    this.#transport = transport;
+    this.#reader = transport.readable.getReader();
+    this.#writer = transport.writable.getWriter();
+    this.maxFrameBytes = options.maxFrameBytes ?? 16 * 1024 * 1024;
+    this.maxMessageBytes = options.maxMessageBytes ?? 64 * 1024 * 1024;
+    this.#masked = options.role === "client";
+    this.#parser = new FrameParser({
+      maxFramePayload: this.maxFrameBytes,
+      expectMasked: options.role === "server",
+    });
+    this.#leftover = options.leftover && options.leftover.length > 0 ? options.leftover : undefined;
+    this.#pingIntervalMs = options.pingIntervalMs ?? 30_000;
+    this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
+    this.messages = new ReadableStream<WebSocketMessage>({
+      pull: (controller) => this.#pull(controller),
+      cancel: () => this.close(CloseCode.GoingAway, "consumer cancelled"),
+    }, { highWaterMark: 0 });
+    this.#writer.closed.catch(() =>
+      this.#end({ code: 1006, reason: "write failed", wasClean: false })
+    );
+    this.#schedulePing();
+  }
+
+  /** True once the channel has ended. */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  #schedulePing(): void {
+    if (this.#pingIntervalMs <= 0 || this.#ended) return;
+    this.#pingTimer = setTimeout(() => {
+      this.#pingTimer = undefined;
+      if (this.#ended || this.#closeSent) return;
+      this.writeRaw(...encodeFrame(Opcode.Ping, new Uint8Array(0), this.#masked))
+        .catch(() => {});
+      this.#schedulePing();
+    }, this.#pingIntervalMs);
+  }
+
+  /** Writes pre-encoded frame bytes, in order with every other write. */
+  writeRaw(...chunks: Uint8Array[]): Promise<void> {
+    if (this.#ended) return Promise.reject(new Error("WebSocket is closed"));
+    if (chunks.length === 1) return this.#writer.write(chunks[0]!);
+    let size = 0;
+    for (const c of chunks) size += c.length;
+    const out = new Uint8Array(size);
+    let offset = 0;
+    for (const c of chunks) {
+      out.set(c, offset);
+      offset += c.length;
+    }
+    return this.#writer.write(out);
+  }
+
+  /**
+   * Encodes a data message into frames (fragmented at the frame limit).
+   * Returns the bytes to hand to {@linkcode writeRaw}.
+   */
+  encodeMessage(data: string | Uint8Array): Uint8Array[] {
+    const text = typeof data === "string";
+    const payload = text ? encoder.encode(data) : data;
+    const opcode = text ? Opcode.Text : Opcode.Binary;
+    if (payload.length <= this.maxFrameBytes) return encodeFrame(opcode, payload, this.#masked);
+    const out: Uint8Array[] = [];
+    for (let offset = 0; offset < payload.length; offset += this.maxFrameBytes) {
+      const end = Math.min(payload.length, offset + this.maxFrameBytes);
+      out.push(
+        ...encodeFrame(
+          offset === 0 ? opcode : Opcode.Continuation,
+          payload.subarray(offset, end),
+          this.#masked,
+          end === payload.length,
+        ),
+      );
+    }
+    return out;
+  }
+
+  /** Sends one data message; resolves when the transport has taken it. */
+  send(data: string | Uint8Array): Promise<void> {
+    return this.writeRaw(...this.encodeMessage(data));
+  }
+
+  /**
+   * Starts the closing handshake (or finishes it); the transport is closed
+   * once the peer answers or after `timeoutMs`.
+   */
+  async close(code: number = CloseCode.Normal, reason = "", timeoutMs = 2000): Promise<void> {
+    if (this.#ended) return;
+    if (!this.#closeSent) {
+      this.#closeSent = true;
+      const reasonBytes = encoder.encode(reason).subarray(0, 123);
+      const payload = new Uint8Array(2 + reasonBytes.length);
+      new DataView(payload.buffer).setUint16(0, code);
+      payload.set(reasonBytes, 2);
+      try {
+        await this.writeRaw(...encodeFrame(Opcode.Close, payload, this.#masked));
+      } catch {
+        this.#end({ code, reason, wasClean: false });
+        return;
+      }
+    }
+    const timer = setTimeout(() => this.#end({ code, reason, wasClean: false }), timeoutMs);
+    try {
+      // Keep reading until the peer's Close frame (or EOF) ends the channel.
+      const sink = this.messages.getReader();
+      try {
+        while (!(await sink.read()).done) { /* discard */ }
+      } finally {
+        sink.releaseLock();
+      }
+    } catch {
+      // The stream was locked by a consumer that will see the end itself.
+      await this.closed;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Drops the connection without a closing handshake. */
+  abort(reason = "aborted"): void {
+    this.#end({ code: 1006, reason, wasClean: false });
+  }
+
+  #end(info: WebSocketCloseInfo): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    clearTimeout(this.#pingTimer);
+    this.#pingTimer = undefined;
+    this.#reader.cancel().catch(() => {});
+    this.#writer.close().catch(() => {});
+    try {
+      this.#transport.close();
+    } catch { /* already closed */ }
+    this.#resolveClosed(info);
+  }
+
+  async #fail(error: WebSocketProtocolError): Promise<void> {
+    if (!this.#closeSent) {
+      this.#closeSent = true;
+      const reasonBytes = encoder.encode(error.message).subarray(0, 123);
+      const payload = new Uint8Array(2 + reasonBytes.length);
+      new DataView(payload.buffer).setUint16(0, error.closeCode);
+      payload.set(reasonBytes, 2);
+      await this.writeRaw(...encodeFrame(Opcode.Close, payload, this.#masked)).catch(() => {});
+    }
+    this.#end({ code: error.closeCode, reason: error.message, wasClean: false });
+  }
+
+  async #pull(controller: ReadableStreamDefaultController<WebSocketMessage>): Promise<void> {
+    for (;;) {
+      if (this.#ended) {
+        controller.close();
+        return;
+      }
+      while (this.#pendingFrames.length > 0) {
+        const frame = this.#pendingFrames.shift()!;
+        let message: WebSocketMessage | null;
+        try {
+          message = await this.#handleFrame(frame);
+        } catch (error) {
+          if (error instanceof WebSocketProtocolError) {
+            await this.#fail(error);
+            controller.close();
+            return;
+          }
+          throw error;
+        }
+        if (this.#ended) {
+          controller.close();
+          return;
+        }
+        if (message !== null) {
+          controller.enqueue(message);
+          return;
+        }
+      }
+      let chunk: Uint8Array;
+      if (this.#leftover) {
+        chunk = this.#leftover;
+        this.#leftover = undefined;
+      } else {
+        let result: ReadableStreamReadResult<Uint8Array>;
+        try {
+          result = await this.#reader.read();
+        } catch {
+          result = { done: true, value: undefined };
+        }
+        if (result.done) {
+          this.#end({
+            code: 1006,
+            reason: "connection closed without a close frame",
+            wasClean: false,
+          });
+          controller.close();
+          return;
+        }
+        chunk = result.value;
+      }
+      try {
+        this.#pendingFrames.push(...this.#parser.push(chunk));
+      } catch (error) {
+        if (error instanceof WebSocketProtocolError) {
+          await this.#fail(error);
+          controller.close();
+          return;
+        }
+        throw error;
+      }
+    }
+  }
+
+  /** Handles one frame; returns a completed data message, if any. */
+  async #handleFrame(frame: import("./frame.ts").Frame): Promise<WebSocketMessage | null> {
+    switch (frame.opcode) {
+      case Opcode.Ping:
+        if (!this.#closeSent) {
+          await this.writeRaw(...encodeFrame(Opcode.Pong, frame.payload, this.#masked))
+            .catch(() => {});
+        }
+        return null;
+      case Opcode.Pong:
+        return null;
+      case Opcode.Close: {
+        const p = frame.payload;
+        if (p.length === 1) {
+          throw new WebSocketProtocolError(CloseCode.ProtocolError, "invalid close payload");
+        }
+        const code = p.length >= 2 ? new DataView(p.buffer, p.byteOffset).getUint16(0) : 1005;
+        let reason = "";
+        try {
+          reason = p.length > 2 ? this.#textDecoder.decode(p.subarray(2)) : "";
+        } catch {
+          throw new WebSocketProtocolError(CloseCode.InvalidPayload, "invalid close reason");
+        }
+        if (!this.#closeSent) {
+          this.#closeSent = true;
+          const echo = p.length >= 2 ? p.subarray(0, 2) : new Uint8Array(0);
+          await this.writeRaw(...encodeFrame(Opcode.Close, echo, this.#masked)).catch(() => {});
+        }
+        this.#end({ code, reason, wasClean: true });
+        return null;
+      }
+      case Opcode.Text:
+      case Opcode.Binary:
+        if (this.#fragmentOpcode !== -1) {
+          throw new WebSocketProtocolError(
+            CloseCode.ProtocolError,
+            "expected a continuation frame",
+          );
+        }
+        if (frame.fin) return this.#complete(frame.opcode, frame.payload);
+        this.#fragmentOpcode = frame.opcode;
+        this.#addFragment(frame.payload);
+        return null;
+      case Opcode.Continuation: {
+        if (this.#fragmentOpcode === -1) {
+          throw new WebSocketProtocolError(
+            CloseCode.ProtocolError,
+            "unexpected continuation frame",
+          );
+        }
+        this.#addFragment(frame.payload);
+        if (!frame.fin) return null;
+        const total = new Uint8Array(this.#fragmentBytes);
+        let offset = 0;
+        for (const f of this.#fragments) {
+          total.set(f, offset);
+          offset += f.length;
+        }
+        const opcode = this.#fragmentOpcode;
+        this.#fragments = [];
+        this.#fragmentBytes = 0;
+        this.#fragmentOpcode = -1;
+        return this.#complete(opcode, total);
+      }
+      default:
+        throw new WebSocketProtocolError(
+          CloseCode.ProtocolError,
+          `unexpected opcode ${frame.opcode}`,
+        );
+    }
+  }
+
+  #addFragment(payload: Uint8Array): void {
+    this.#fragmentBytes += payload.length;
+    if (this.#fragmentBytes > this.maxMessageBytes) {
+      throw new WebSocketProtocolError(
+        CloseCode.MessageTooBig,
+        `message exceeds the limit of ${this.maxMessageBytes} bytes`,
+      );
+    }
+    this.#fragments.push(payload);
+  }
+
+  #complete(opcode: number, payload: Uint8Array): WebSocketMessage {
+    if (payload.length > this.maxMessageBytes) {
+      throw new WebSocketProtocolError(
+        CloseCode.MessageTooBig,
+        `message exceeds the limit of ${this.maxMessageBytes} bytes`,
+      );
+    }
+    if (opcode === Opcode.Binary) return payload;
+    try {
+      return this.#textDecoder.decode(payload);
+    } catch {
+      throw new WebSocketProtocolError(CloseCode.InvalidPayload, "invalid UTF-8 in a text frame");
+    }
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * RFC 6455 frame encoding and incremental parsing.
+ *
+ * The parser enforces the frame-level rules itself (reserved bits, control
+ * frame size and fragmentation, masking direction, payload limit) and
+ * reports violations as {@linkcode WebSocketProtocolError} with the close
+ * code to send.
+ *
+ * @module
+ */
+
+/** Frame opcodes. */
+export const Opcode = {
+  Continuation: 0x0,
+  Text: 0x1,
+  Binary: 0x2,
+  Close: 0x8,
+  Ping: 0x9,
+  Pong: 0xa,
+} as const;
+
+/** Close codes used by this implementation. */
+export const CloseCode = {
+  Normal: 1000,
+  GoingAway: 1001,
+  ProtocolError: 1002,
+  InvalidPayload: 1007,
+  PolicyViolation: 1008,
+  MessageTooBig: 1009,
+  InternalError: 1011,
+} as const;
+
+/** One parsed frame (payload already unmasked). */
+export interface Frame {
+  /** Final fragment of a message. */
+  readonly fin: boolean;
+  /** One of {@linkcode Opcode}. */
+  readonly opcode: number;
+  /** Unmasked payload. */
+  readonly payload: Uint8Array;
+}
+
+/** A violation of the WebSocket protocol, with the close code to answer. */
+export class WebSocketProtocolError extends Error {
+  /** Creates the error. */
+  constructor(readonly closeCode: number, message: string) {
+    super(message);
+    this.name = "WebSocketProtocolError";
+  }
+}
+
+/** XORs `data` in place with the 4-byte `mask`. */
+export function applyMask(data: Uint8Array, mask: Uint8Array): void {
+  const length = data.length;
+  let i = 0;
+  if (data.byteOffset % 4 === 0 && length >= 16) {
+    const words = new Uint32Array(data.buffer, data.byteOffset, length >>> 2);
+    const m = new Uint32Array(mask.slice(0, 4).buffer)[0]!;
+    for (let w = 0; w < words.length; w++) words[w]! ^= m;
+    i = words.length << 2;
+  }
+  for (; i < length; i++) data[i]! ^= mask[i & 3]!;
+}
+
+/**
+ * Encodes a frame header for a payload of `length` bytes. When `mask` is
+ * given it is written into the header (the caller masks the payload).
+ */
+export function encodeFrameHeader(
+  opcode: number,
+  length: number,
+  fin = true,
+  mask?: Uint8Array,
+): Uint8Array {
+  const maskBytes = mask ? 4 : 0;
+  let header: Uint8Array;
+  if (length < 126) {
+    header = new Uint8Array(2 + maskBytes);
+    header[1] = length;
+  } else if (length < 65536) {
+    header = new Uint8Array(4 + maskBytes);
+    header[1] = 126;
+    header[2] = length >>> 8;
+    header[3] = length & 0xff;
+  } else {
+    header = new Uint8Array(10 + maskBytes);
+    header[1] = 127;
+    new DataView(header.buffer).setBigUint64(2, BigInt(length));
+  }
+  header[0] = (fin ? 0x80 : 0) | opcode;
+  if (mask) {
+    header[1]! |= 0x80;
+    header.set(mask, header.length - 4);
+  }
+  return header;
+}
+
+/**
+ * Encodes one complete frame. Client frames (`masked`) get a random mask
+ * and a masked copy of the payload.
+ */
+export function encodeFrame(
+  opcode: number,
+  payload: Uint8Array,
+  masked: boolean,
+  fin = true,
+): Uint8Array[] {
+  if (!masked) return [encodeFrameHeader(opcode, payload.length, fin), payload];
+  const mask = crypto.getRandomValues(new Uint8Array(4));
+  const copy = payload.slice();
+  applyMask(copy, mask);
+  return [encodeFrameHeader(opcode, payload.length, fin, mask), copy];
+}
+
+/** Options for {@linkcode FrameParser}. */
+export interface FrameParserOptions {
+  /** Largest accepted payload of a single frame. */
+  readonly maxFramePayload: number;
+  /** True on the server side: every inbound frame must be masked. */
+  readonly expectMasked: boolean;
+}
+
+/** Incremental frame parser; feed it bytes, get frames. */
+export class FrameParser {
+  #buffer: Uint8Array = new Uint8Array(0);
+  #header: { fin: boolean; opcode: number; mask: Uint8Array | null } | null = null;
+  #payload: Uint8Array | null = null;
+  #filled = 0;
+
+  /** Creates a parser with the given limits. */
+  constructor(readonly options: FrameParserOptions) {}
+
+  /** Feeds bytes; returns every frame completed by them. Throws on violations. */
+  push(chunk: Uint8Array): Frame[] {
+    const frames: Frame[] = [];
+    let data = chunk;
+    if (this.#buffer.length > 0) {
+      const joined = new Uint8Array(this.#buffer.length + chunk.length);
+      joined.set(this.#buffer);
+      joined.set(chunk, this.#buffer.length);
+      data = joined;
+      this.#buffer = new Uint8Array(0);
+    }
+    let offset = 0;
+    while (offset < data.length) {
+      if (this.#payload === null) {
+        const consumed = this.#parseHeader(data.subarray(offset));
+        if (consumed === 0) {
+          this.#buffer = data.slice(offset);
+          return frames;
+        }
+        offset += consumed;
+        if (this.#payload!.length > 0) continue;
+      } else {
+        const take = Math.min(this.#payload.length - this.#filled, data.length - offset);
+        this.#payload.set(data.subarray(offset, offset + take), this.#filled);
+        this.#filled += take;
+        offset += take;
+      }
+      if (this.#filled === this.#payload!.length) frames.push(this.#finishFrame());
+    }
+    if (this.#payload !== null && this.#payload.length === 0) frames.push(this.#finishFrame());
+    return frames;
+  }
+
+  #finishFrame(): Frame {
+    const header = this.#header!;
+    const payload = this.#payload!;
+    if (header.mask) applyMask(payload, header.mask);
+    this.#header = null;
+    this.#payload = null;
+    this.#filled = 0;
+    return { fin: header.fin, opcode: header.opcode, payload };
+  }
+
+  /** Parses a header at the start of `data`; returns bytes consumed (0: need more). */
+  #parseHeader(data: Uint8Array): number {
+    if (data.length < 2) return 0;
+    const b0 = data[0]!;
+    const b1 = data[1]!;
+    const fin = (b0 & 0x80) !== 0;
+    if ((b0 & 0x70) !== 0) {
+      throw new WebSocketProtocolError(CloseCode.ProtocolError, "reserved bits set");
+    }
+    const opcode = b0 & 0x0f;
+    const masked = (b1 & 0x80) !== 0;
+    let length = b1 & 0x7f;
+    let size = 2;
+    if (length === 126) {
+      if (data.length < 4) return 0;
+      length = (data[2]! << 8) | data[3]!;
+      size = 4;
+    } else if (length === 127) {
+      if (data.length < 10) return 0;
+      const big = new DataView(data.buffer, data.byteOffset + 2, 8).getBigUint64(0);
+      if (big > BigInt(Number.MAX_SAFE_INTEGER)) {
+        throw new WebSocketProtocolError(CloseCode.MessageTooBig, "frame too large");
+      }
+      length = Number(big);
+      size = 10;
+    }
+    const isControl = opcode >= 0x8;
+    if (![0x0, 0x1, 0x2, 0x8, 0x9, 0xa].includes(opcode)) {
+      throw new WebSocketProtocolError(CloseCode.ProtocolError, `unknown opcode ${opcode}`);
+    }
+    if (isControl && (length > 125 || !fin)) {
+      throw new WebSocketProtocolError(CloseCode.ProtocolError, "invalid control frame");
+    }
+    if (masked !== this.options.expectMasked) {
+      throw new WebSocketProtocolError(
+        CloseCode.ProtocolError,
+        masked ? "unexpected masked frame" : "unmasked client frame",
+      );
+    }
+    if (length > this.options.maxFramePayload) {
+      throw new WebSocketProtocolError(
+        CloseCode.MessageTooBig,
+        `frame of ${length} bytes exceeds the limit of ${this.options.maxFramePayload} bytes`,
+      );
+    }
+    let mask: Uint8Array | null = null;
+    if (masked) {
+      if (data.length < size + 4) return 0;
+      mask = data.slice(size, size + 4);
+      size += 4;
+    }
+    this.#header = { fin, opcode, mask };
+    this.#payload = new Uint8Array(length);
+    this.#filled = 0;
+    return size;
+  }
+}

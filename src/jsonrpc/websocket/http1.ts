@@ -1,0 +1,145 @@
+/**
+ * The minimum of HTTP/1.1 a WebSocket endpoint needs: reading one request or
+ * response head (bounded in size and time) and writing a small response.
+ *
+ * @module
+ */
+
+/** A parsed request or response head. */
+export interface MessageHead {
+  /** Request line or status line, split on spaces (3 parts). */
+  readonly startLine: [string, string, string];
+  /** Header fields (case-insensitive). */
+  readonly headers: Headers;
+  /** Bytes read past the end of the head (start of the body or of frames). */
+  readonly leftover: Uint8Array;
+}
+
+/** Raised when the head is malformed, too large, or does not arrive in time. */
+export class HttpHeadError extends Error {
+  /** Creates the error with the status a server should answer. */
+  constructor(readonly status: number, message: string) {
+    super(message);
+    this.name = "HttpHeadError";
+  }
+}
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+function findHeadEnd(data: Uint8Array, from: number): number {
+  for (let i = Math.max(0, from - 3); i + 3 < data.length; i++) {
+    if (data[i] === 13 && data[i + 1] === 10 && data[i + 2] === 13 && data[i + 3] === 10) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+/**
+ * Reads one message head from `reader`. Fails with 431 past `maxBytes`, with
+ * 408 after `timeoutMs`, and with 400 on a malformed head or early EOF.
+ */
+export async function readHead(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  options: { maxBytes?: number; timeoutMs?: number } = {},
+): Promise<MessageHead> {
+  const maxBytes = options.maxBytes ?? 16 * 1024;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  let data = new Uint8Array(0);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new HttpHeadError(408, "timed out waiting for the request head")),
+      timeoutMs,
+    );
+  });
+  try {
+    for (;;) {
+      const end = findHeadEnd(data, 0);
+      if (end !== -1) {
+        return parseHead(data.subarray(0, end), data.slice(end + 4));
+      }
+      if (data.length > maxBytes) throw new HttpHeadError(431, "request head too large");
+      const result = await Promise.race([reader.read(), timeout]);
+      if (result.done) throw new HttpHeadError(400, "connection closed before the head ended");
+      const joined = new Uint8Array(data.length + result.value.length);
+      joined.set(data);
+      joined.set(result.value, data.length);
+      data = joined;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function parseHead(bytes: Uint8Array, leftover: Uint8Array): MessageHead {
+  const text = decoder.decode(bytes);
+  const lines = text.split("\r\n");
+  const first = lines[0] ?? "";
+  const sp1 = first.indexOf(" ");
+  const sp2 = first.indexOf(" ", sp1 + 1);
+  if (sp1 <= 0) throw new HttpHeadError(400, "malformed start line");
+  const startLine: [string, string, string] = sp2 === -1
+    ? [first.slice(0, sp1), first.slice(sp1 + 1), ""]
+    : [first.slice(0, sp1), first.slice(sp1 + 1, sp2), first.slice(sp2 + 1)];
+  const headers = new Headers();
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!;
+    const colon = line.indexOf(":");
+    if (colon <= 0) throw new HttpHeadError(400, "malformed header line");
+    try {
+      headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+    } catch {
+      throw new HttpHeadError(400, "invalid header");
+    }
+  }
+  return { startLine, headers, leftover };
+}
+
+const REASONS: Record<number, string> = {
+  101: "Switching Protocols",
+  200: "OK",
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  408: "Request Timeout",
+  426: "Upgrade Required",
+  429: "Too Many Requests",
+  431: "Request Header Fields Too Large",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+};
+
+/** Serialises a response head (and optional small body) to bytes. */
+export function encodeResponse(
+  status: number,
+  headers: Record<string, string> = {},
+  body = "",
+): Uint8Array {
+  const bodyBytes = encoder.encode(body);
+  let head = `HTTP/1.1 ${status} ${REASONS[status] ?? "Status"}\r\n`;
+  const all: Record<string, string> = { ...headers };
+  if (status !== 101) {
+    all["content-length"] = String(bodyBytes.length);
+    all["connection"] ??= "close";
+  }
+  for (const [name, value] of Object.entries(all)) head += `${name}: ${value}\r\n`;
+  head += "\r\n";
+  const headBytes = encoder.encode(head);
+  const out = new Uint8Array(headBytes.length + bodyBytes.length);
+  out.set(headBytes);
+  out.set(bodyBytes, headBytes.length);
+  return out;
+}
+
+/** The `Sec-WebSocket-Accept` value for a client key (RFC 6455 §4.2.2). */
+export async function acceptKey(key: string): Promise<string> {
+  const digest = await crypto.subtle.digest(
+    "SHA-1",
+    encoder.encode(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"),
+  );
+  return new Uint8Array(digest).toBase64();
+}

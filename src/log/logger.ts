@@ -1,0 +1,117 @@
+/**
+ * Structured logging: one JSON object per line (`ts`, `level`, `event`, then
+ * fields) written to stderr by default. Secrets are never passed as fields.
+ *
+ * @module
+ */
+
+/** Severity levels, most severe first. */
+export type LogLevel = "error" | "warn" | "info" | "debug" | "trace";
+
+/** Every level, in order of decreasing severity. */
+export const LOG_LEVELS: readonly LogLevel[] = ["error", "warn", "info", "debug", "trace"];
+
+/** Extra structured data attached to a log record. */
+export type LogFields = Record<string, unknown>;
+
+/** A structured logger. */
+export interface Logger {
+  /** Logs at `error`. */
+  error(event: string, fields?: LogFields): void;
+  /** Logs at `warn`. */
+  warn(event: string, fields?: LogFields): void;
+  /** Logs at `info`. */
+  info(event: string, fields?: LogFields): void;
+  /** Logs at `debug`. */
+  debug(event: string, fields?: LogFields): void;
+  /** Logs at `trace`. */
+  trace(event: string, fields?: LogFields): void;
+  /** True when records at `level` are written. */
+  enabled(level: LogLevel): boolean;
+  /** A logger adding `fields` to every record. */
+  child(fields: LogFields): Logger;
+}
+
+/** Options for {@linkcode createLogger}. */
+export interface LoggerOptions {
+  /** Least severe level written. Default `info`. */
+  readonly level?: LogLevel;
+  /** Receives each formatted line (without newline). Default: stderr. */
+  readonly write?: (line: string) => void;
+  /** Fields added to every record. */
+  readonly fields?: LogFields;
+}
+
+const encoder = new TextEncoder();
+
+function writeStderr(line: string): void {
+  try {
+    Deno.stderr.writeSync(encoder.encode(line + "\n"));
+  } catch {
+    // stderr is gone; nowhere left to report.
+  }
+}
+
+function serialiseField(value: unknown): unknown {
+  if (value instanceof Error) {
+    return { name: value.name, message: value.message, stack: value.stack };
+  }
+  if (typeof value === "bigint") return value.toString();
+  return value;
+}
+
+/** Creates a logger writing JSON lines. */
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const threshold = LOG_LEVELS.indexOf(options.level ?? "info");
+  const write = options.write ?? writeStderr;
+  const base = options.fields ?? {};
+  const make = (fields: LogFields): Logger => {
+    const log = (level: LogLevel) => (event: string, extra?: LogFields) => {
+      if (LOG_LEVELS.indexOf(level) > threshold) return;
+      const record: Record<string, unknown> = {
+        ts: new Date().toISOString(),
+        level,
+        event,
+      };
+      for (const [k, v] of Object.entries(fields)) record[k] = serialiseField(v);
+      if (extra) { for (const [k, v] of Object.entries(extra)) record[k] = serialiseField(v); }
+      let line: string;
+      try {
+        line = JSON.stringify(record);
+      } catch {
+        line = JSON.stringify({ ts: record.ts, level, event, note: "unserialisable fields" });
+      }
+      write(line);
+    };
+    return {
+      error: log("error"),
+      warn: log("warn"),
+      info: log("info"),
+      debug: log("debug"),
+      trace: log("trace"),
+      enabled: (level) => LOG_LEVELS.indexOf(level) <= threshold,
+      child: (more) => make({ ...fields, ...more }),
+    };
+  };
+  return make(base);
+}
+
+/** A logger that discards everything. */
+export const nullLogger: Logger = {
+  error() {},
+  warn() {},
+  info() {},
+  debug() {},
+  trace() {},
+  enabled: () => false,
+  child: () => nullLogger,
+};
+
+/** Parses a level name; throws with the accepted names otherwise. */
+export function parseLogLevel(value: string): LogLevel {
+  const level = value.toLowerCase() as LogLevel;
+  if (!LOG_LEVELS.includes(level)) {
+    throw new Error(`invalid log level \`${value}\`; expected one of ${LOG_LEVELS.join(", ")}`);
+  }
+  return level;
+}

@@ -1,0 +1,327 @@
+/**
+ * One supervised child: its pipes, its event log, stdin, signals and
+ * termination. Knows nothing of JSON-RPC: events go to a
+ * {@linkcode ProcessSink} (the owning session), which reports back when each
+ * event was handed to a live connection.
+ *
+ * The output path: a pump per pipe reads up to 64 KiB at a time (BYOB reads
+ * straight into a fresh buffer, no timers), appends the chunk to the log
+ * and hands it to the sink. Before each read it waits while the log holds
+ * too much undelivered output or the sink is congested, so a slow or absent
+ * client pauses the child instead of growing memory or dropping output.
+ *
+ * @module
+ */
+
+import type { OutputStream } from "../protocol/types.ts";
+import { type Logger, nullLogger } from "../log/logger.ts";
+import {
+  type NewProcessEvent,
+  OutputLog,
+  type OutputLogLimits,
+  type ProcessEvent,
+} from "./output_log.ts";
+import { signalGroup, type SignalName, SIGNALS } from "./signals.ts";
+import type { SpawnedChild } from "./spawn.ts";
+import { osErrorText } from "../util/os_error.ts";
+
+/** Receives a process's events, in `seq` order. */
+export interface ProcessSink {
+  /** Delivers one event; resolves true once a live connection took it. */
+  deliver(process: ManagedProcess, event: ProcessEvent): Promise<boolean>;
+  /** Null when the sink has room; otherwise resolves when it has. */
+  ready(): Promise<void> | null;
+}
+
+/** Result of a stdin operation. */
+export type StdinStatus = "accepted" | "stdinClosed";
+
+/** Writing to stdin failed (the pipe broke). */
+export class StdinWriteError extends Error {
+  /** Creates the error. */
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "StdinWriteError";
+  }
+}
+
+/** Options for {@linkcode ManagedProcess}. */
+export interface ManagedProcessOptions {
+  /** Client-chosen id. */
+  readonly id: string;
+  /** The started child. */
+  readonly child: SpawnedChild;
+  /** Stream name for stdout (`pty` for terminals). */
+  readonly stdoutName?: OutputStream;
+  /** True when the child runs on a terminal. */
+  readonly tty?: boolean;
+  /** Log limits. */
+  readonly limits?: OutputLogLimits;
+  /** Remembered `writeId`s. Default 4096. */
+  readonly maxWriteIds?: number;
+  /** Where to log. */
+  readonly logger?: Logger;
+  /** Sends a signal to the right target (terminals: the foreground group). */
+  readonly signal?: (signal: Deno.Signal) => boolean;
+}
+
+const CHUNK = 64 * 1024;
+const SMALL = 16 * 1024;
+
+/** See the module documentation. */
+export class ManagedProcess {
+  /** Client-chosen id. */
+  readonly id: string;
+  /** OS process id (and process group id). */
+  readonly pid: number;
+  /** Runs on a terminal. */
+  readonly tty: boolean;
+  /** The event log. */
+  readonly log: OutputLog;
+  /** Resolves after the `closed` event (output drained and exit known). */
+  readonly finished: Promise<void>;
+
+  #child: SpawnedChild;
+  #sink: ProcessSink | null = null;
+  #logger: Logger;
+  #exitCode: number | null = null;
+  #exitSignal: string | null = null;
+  #closed = false;
+  #disposed = false;
+  #readers: Array<ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader> = [];
+  #stdin: WritableStreamDefaultWriter<Uint8Array> | null;
+  #stdinState: "open" | "closed" | "failed" | "none";
+  #stdinFailure = "";
+  #writeChain: Promise<void> = Promise.resolve();
+  #writeIds = new Set<string>();
+  #maxWriteIds: number;
+  #graceTimer: ReturnType<typeof setTimeout> | undefined;
+  #signal: (signal: Deno.Signal) => boolean;
+
+  /** Wraps a spawned child and starts pumping its output. */
+  constructor(options: ManagedProcessOptions) {
+    this.id = options.id;
+    this.#child = options.child;
+    this.pid = options.child.pid;
+    this.tty = options.tty ?? false;
+    this.log = new OutputLog(options.limits);
+    this.#logger = options.logger ?? nullLogger;
+    this.#maxWriteIds = options.maxWriteIds ?? 4096;
+    this.#signal = options.signal ?? ((sig) => signalGroup(this.pid, sig));
+    this.#stdin = options.child.stdin ? options.child.stdin.getWriter() : null;
+    this.#stdinState = this.#stdin ? "open" : "none";
+    this.#stdin?.closed.catch(() => {});
+    const pumps = [this.#pump(options.child.stdout, options.stdoutName ?? "stdout")];
+    if (!this.tty) pumps.push(this.#pump(options.child.stderr, "stderr"));
+    const exited = options.child.status.then(
+      (status) => {
+        this.#exitCode = status.code;
+        this.#exitSignal = status.signal;
+        this.#emit({ kind: "exited", exitCode: status.code, signal: status.signal });
+      },
+      (error) => {
+        this.#logger.error("process.wait_failed", { processId: this.id, error });
+        this.#exitCode = -1;
+        this.#emit({ kind: "exited", exitCode: -1, signal: null });
+      },
+    );
+    this.finished = Promise.all([...pumps, exited]).then(() => {
+      this.#closed = true;
+      if (this.#graceTimer !== undefined) {
+        // The leader is gone; anything left in its group was asked to die.
+        clearTimeout(this.#graceTimer);
+        this.#graceTimer = undefined;
+        signalGroup(this.pid, "SIGKILL");
+      }
+      if (this.#stdinState === "open") {
+        this.#stdinState = "closed";
+        this.#stdin?.abort().catch(() => {});
+      }
+      this.#emit({ kind: "closed" });
+    });
+  }
+
+  /** True once the child has been reaped. */
+  get exited(): boolean {
+    return this.#exitCode !== null;
+  }
+
+  /** Exit code once exited, else null. */
+  get exitCode(): number | null {
+    return this.#exitCode;
+  }
+
+  /** Signal that killed the child, if any. */
+  get exitSignal(): string | null {
+    return this.#exitSignal;
+  }
+
+  /** True once output is drained and the exit is known. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Routes events to `sink` (or nowhere). A new sink first receives, in
+   * order, every event not yet delivered.
+   */
+  setSink(sink: ProcessSink | null): void {
+    this.#sink = sink;
+    if (sink === null) return;
+    for (const event of this.log.undelivered()) this.#deliver(sink, event);
+  }
+
+  #deliver(sink: ProcessSink, event: ProcessEvent): void {
+    sink.deliver(this, event).then((ok) => {
+      if (ok) this.log.markDelivered(event.seq);
+    });
+  }
+
+  #emit(event: NewProcessEvent): void {
+    const full = this.log.append(event);
+    if (this.#sink !== null) this.#deliver(this.#sink, full);
+  }
+
+  async #pump(stream: ReadableStream<Uint8Array>, name: OutputStream): Promise<void> {
+    let byob: ReadableStreamBYOBReader | null = null;
+    let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
+    try {
+      byob = stream.getReader({ mode: "byob" });
+      this.#readers.push(byob);
+    } catch {
+      reader = stream.getReader();
+      this.#readers.push(reader);
+    }
+    let buffer = new ArrayBuffer(CHUNK);
+    try {
+      for (;;) {
+        const room = this.log.room();
+        if (room !== null) await room;
+        const ready = this.#sink?.ready() ?? null;
+        if (ready !== null) await ready;
+        if (this.#disposed) break;
+        let chunk: Uint8Array;
+        if (byob !== null) {
+          const { value, done } = await byob.read(new Uint8Array(buffer));
+          if (done || value === undefined) break;
+          if (value.byteLength < SMALL) {
+            // Keep small chunks compact; reuse the big buffer for the next read.
+            chunk = value.slice();
+            buffer = value.buffer as ArrayBuffer;
+          } else {
+            chunk = value;
+            buffer = new ArrayBuffer(CHUNK);
+          }
+        } else {
+          const { value, done } = await reader!.read();
+          if (done) break;
+          chunk = value;
+        }
+        if (chunk.byteLength > 0) this.#emit({ kind: "output", stream: name, chunk });
+      }
+    } catch (error) {
+      if (!this.#disposed) {
+        this.#logger.warn("process.read_failed", { processId: this.id, stream: name, error });
+      }
+    } finally {
+      try {
+        (byob ?? reader)!.releaseLock();
+      } catch { /* a read is still pending after cancel */ }
+    }
+  }
+
+  /**
+   * Writes `bytes` to stdin, in call order. A `writeId` seen before is
+   * acknowledged without writing again.
+   */
+  async write(bytes: Uint8Array, writeId: string): Promise<StdinStatus> {
+    if (this.#stdinState === "none") return "stdinClosed";
+    if (this.#writeIds.has(writeId)) return "accepted";
+    if (this.#stdinState === "failed") {
+      throw new StdinWriteError(`failed to write to process stdin: ${this.#stdinFailure}`);
+    }
+    if (this.#stdinState === "closed" || this.exited) return "stdinClosed";
+    this.#rememberWriteId(writeId);
+    const writer = this.#stdin!;
+    const op = this.#writeChain.then(() => bytes.byteLength > 0 ? writer.write(bytes) : undefined);
+    this.#writeChain = op.catch(() => {});
+    try {
+      await op;
+    } catch (error) {
+      if ((this.#stdinState as string) !== "closed") {
+        this.#stdinState = "failed";
+        this.#stdinFailure = osErrorText(error);
+      }
+      throw new StdinWriteError(`failed to write to process stdin: ${osErrorText(error)}`, {
+        cause: error,
+      });
+    }
+    return "accepted";
+  }
+
+  #rememberWriteId(writeId: string): void {
+    this.#writeIds.add(writeId);
+    if (this.#writeIds.size > this.#maxWriteIds) {
+      const oldest = this.#writeIds.values().next().value;
+      if (oldest !== undefined) this.#writeIds.delete(oldest);
+    }
+  }
+
+  /** Closes stdin after pending writes, so the child reads EOF. */
+  async closeStdin(): Promise<StdinStatus> {
+    if (this.#stdinState !== "open") return "stdinClosed";
+    this.#stdinState = "closed";
+    const writer = this.#stdin!;
+    const op = this.#writeChain.then(() => writer.close());
+    this.#writeChain = op.catch(() => {});
+    await op.catch(() => {});
+    return "accepted";
+  }
+
+  /** Sends a signal to the process group; false when the child has exited. */
+  signal(name: SignalName): boolean {
+    if (this.exited) return false;
+    return this.#signal(SIGNALS[name]);
+  }
+
+  /**
+   * Kills the process group: at once with SIGKILL, or with SIGTERM first and
+   * SIGKILL after `graceMs`. Returns false when the child had already exited.
+   */
+  terminate(graceMs = 0): boolean {
+    if (this.exited) return false;
+    if (graceMs > 0) {
+      signalGroup(this.pid, "SIGTERM");
+      clearTimeout(this.#graceTimer);
+      this.#graceTimer = setTimeout(() => {
+        this.#graceTimer = undefined;
+        signalGroup(this.pid, "SIGKILL");
+      }, graceMs);
+    } else {
+      signalGroup(this.pid, "SIGKILL");
+    }
+    return true;
+  }
+
+  /**
+   * Kills the whole group (even after the leader exited), stops reading and
+   * releases every resource. Resolves once the child is reaped.
+   */
+  async dispose(): Promise<void> {
+    if (!this.#disposed) {
+      this.#disposed = true;
+      clearTimeout(this.#graceTimer);
+      this.#graceTimer = undefined;
+      signalGroup(this.pid, "SIGKILL");
+      this.#sink = null;
+      this.log.releaseRoom();
+      for (const reader of this.#readers) reader.cancel().catch(() => {});
+      if (this.#stdinState === "open") {
+        this.#stdinState = "closed";
+        this.#stdin?.abort().catch(() => {});
+      }
+    }
+    await this.#child.status.catch(() => {});
+    await this.finished.catch(() => {});
+  }
+}

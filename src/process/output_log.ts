@@ -1,0 +1,221 @@
+/**
+ * The per-process event log: output chunks, the exit and the close, each
+ * with a `seq` from one counter.
+ *
+ * Retention follows two rules. Events already delivered to a live
+ * connection form a history of at most `retainBytes` (and `retainChunks`
+ * entries), oldest dropped first, which `process/read` serves. Events not
+ * yet delivered are never dropped; instead, once `maxUndeliveredBytes` of
+ * output waits, {@linkcode OutputLog.room} returns a promise the reader of
+ * the child's pipes awaits, so the child blocks rather than losing output.
+ *
+ * @module
+ */
+
+import type { OutputStream } from "../protocol/types.ts";
+
+/** One output chunk. */
+export interface OutputEvent {
+  /** Discriminant. */
+  readonly kind: "output";
+  /** Sequence number. */
+  readonly seq: number;
+  /** Source stream. */
+  readonly stream: OutputStream;
+  /** The bytes. */
+  readonly chunk: Uint8Array;
+}
+
+/** The child exited. */
+export interface ExitedEvent {
+  /** Discriminant. */
+  readonly kind: "exited";
+  /** Sequence number. */
+  readonly seq: number;
+  /** Exit code (128+N for signal N). */
+  readonly exitCode: number;
+  /** Signal that killed it, if any. */
+  readonly signal: string | null;
+}
+
+/** Output and exit are complete; the last event. */
+export interface ClosedEvent {
+  /** Discriminant. */
+  readonly kind: "closed";
+  /** Sequence number. */
+  readonly seq: number;
+}
+
+/** Any process event. */
+export type ProcessEvent = OutputEvent | ExitedEvent | ClosedEvent;
+
+/** An event before it is given its `seq`. */
+export type NewProcessEvent =
+  | Omit<OutputEvent, "seq">
+  | Omit<ExitedEvent, "seq">
+  | Omit<ClosedEvent, "seq">;
+
+/** Limits of an {@linkcode OutputLog}. */
+export interface OutputLogLimits {
+  /** Delivered output kept for `process/read` (bytes). Default 1 MiB. */
+  readonly retainBytes?: number;
+  /** Delivered entries kept. Default 50 000. */
+  readonly retainChunks?: number;
+  /** Undelivered output after which the producer must wait. Default 1 MiB. */
+  readonly maxUndeliveredBytes?: number;
+}
+
+/** Result of {@linkcode OutputLog.read}. */
+export interface LogRead {
+  /** Output chunks selected. */
+  readonly chunks: OutputEvent[];
+  /** Where the caller should continue. */
+  readonly nextSeq: number;
+}
+
+function bytesOf(event: ProcessEvent): number {
+  return event.kind === "output" ? event.chunk.byteLength : 0;
+}
+
+/** See the module documentation. */
+export class OutputLog {
+  #entries: ProcessEvent[] = [];
+  #head = 0;
+  #nextSeq = 1;
+  #deliveredSeq = 0;
+  #retainedBytes = 0;
+  #undeliveredBytes = 0;
+  #roomWaiter: PromiseWithResolvers<void> | null = null;
+  #changed: PromiseWithResolvers<void> | null = null;
+  readonly #retainBytes: number;
+  readonly #retainChunks: number;
+  readonly #maxUndelivered: number;
+
+  /** Creates an empty log. */
+  constructor(limits: OutputLogLimits = {}) {
+    this.#retainBytes = limits.retainBytes ?? 1024 * 1024;
+    this.#retainChunks = limits.retainChunks ?? 50_000;
+    this.#maxUndelivered = limits.maxUndeliveredBytes ?? 1024 * 1024;
+  }
+
+  /** The next `seq` that will be assigned. */
+  get nextSeq(): number {
+    return this.#nextSeq;
+  }
+
+  /** Highest `seq` handed to a live connection. */
+  get deliveredSeq(): number {
+    return this.#deliveredSeq;
+  }
+
+  /** Output bytes held (delivered history plus undelivered). */
+  get retainedBytes(): number {
+    return this.#retainedBytes;
+  }
+
+  /** Output bytes not yet delivered. */
+  get undeliveredBytes(): number {
+    return this.#undeliveredBytes;
+  }
+
+  /** Assigns the next `seq` to `event`, stores it and wakes waiters. */
+  append(event: NewProcessEvent): ProcessEvent {
+    const full = { ...event, seq: this.#nextSeq++ } as ProcessEvent;
+    this.#entries.push(full);
+    const size = bytesOf(full);
+    this.#retainedBytes += size;
+    this.#undeliveredBytes += size;
+    this.#evict();
+    const changed = this.#changed;
+    this.#changed = null;
+    changed?.resolve();
+    return full;
+  }
+
+  /** Records that every event up to `seq` reached a live connection. */
+  markDelivered(seq: number): void {
+    if (seq <= this.#deliveredSeq) return;
+    for (let i = this.#head; i < this.#entries.length; i++) {
+      const e = this.#entries[i]!;
+      if (e.seq > seq) break;
+      if (e.seq > this.#deliveredSeq) this.#undeliveredBytes -= bytesOf(e);
+    }
+    this.#deliveredSeq = seq;
+    this.#evict();
+    if (this.#roomWaiter && this.#undeliveredBytes < this.#maxUndelivered) {
+      this.#roomWaiter.resolve();
+      this.#roomWaiter = null;
+    }
+  }
+
+  /** Events not yet delivered, in order (for replay to a new connection). */
+  undelivered(): ProcessEvent[] {
+    const out: ProcessEvent[] = [];
+    for (let i = this.#head; i < this.#entries.length; i++) {
+      const e = this.#entries[i]!;
+      if (e.seq > this.#deliveredSeq) out.push(e);
+    }
+    return out;
+  }
+
+  /**
+   * Null when the producer may continue; otherwise a promise resolving once
+   * undelivered output drops below the limit.
+   */
+  room(): Promise<void> | null {
+    if (this.#undeliveredBytes < this.#maxUndelivered) return null;
+    this.#roomWaiter ??= Promise.withResolvers<void>();
+    return this.#roomWaiter.promise;
+  }
+
+  /** Releases a producer waiting in {@linkcode room} (used when discarding). */
+  releaseRoom(): void {
+    this.#roomWaiter?.resolve();
+    this.#roomWaiter = null;
+  }
+
+  /** Resolves at the next appended event. */
+  changed(): Promise<void> {
+    this.#changed ??= Promise.withResolvers<void>();
+    return this.#changed.promise;
+  }
+
+  /**
+   * Selects retained output after `afterSeq` (protocol §7.3): with
+   * `maxBytes`, chunks while the total stays within it, but at least one.
+   */
+  read(afterSeq: number, maxBytes?: number): LogRead {
+    const chunks: OutputEvent[] = [];
+    let total = 0;
+    for (let i = this.#head; i < this.#entries.length; i++) {
+      const e = this.#entries[i]!;
+      if (e.seq <= afterSeq || e.kind !== "output") continue;
+      if (maxBytes !== undefined && chunks.length > 0 && total + e.chunk.byteLength > maxBytes) {
+        break;
+      }
+      chunks.push(e);
+      total += e.chunk.byteLength;
+      if (maxBytes !== undefined && total >= maxBytes) break;
+    }
+    const nextSeq = maxBytes !== undefined && chunks.length > 0
+      ? chunks[chunks.length - 1]!.seq + 1
+      : this.#nextSeq;
+    return { chunks, nextSeq };
+  }
+
+  #evict(): void {
+    const entries = this.#entries;
+    while (this.#head < entries.length) {
+      const e = entries[this.#head]!;
+      if (e.seq > this.#deliveredSeq) break;
+      const count = entries.length - this.#head;
+      if (this.#retainedBytes <= this.#retainBytes && count <= this.#retainChunks) break;
+      this.#retainedBytes -= bytesOf(e);
+      this.#head++;
+    }
+    if (this.#head > 1024 && this.#head * 2 > entries.length) {
+      this.#entries = entries.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * Starting a child in its own session and process group.
+ *
+ * `Deno.Command` with `detached: true` (which calls `setsid()`) is the fast
+ * path. It cannot set `argv[0]` independently of the program, so a request
+ * with `arg0` goes through `node:child_process`, which can (`argv0`) and
+ * also calls `setsid()` for `detached`. Both produce the same
+ * {@linkcode SpawnedChild}.
+ *
+ * @module
+ */
+
+import { spawn as nodeSpawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { osErrorText } from "../util/os_error.ts";
+import { signalExitCode } from "./signals.ts";
+
+/** What to run. */
+export interface SpawnRequest {
+  /** Program and arguments (program looked up as in protocol §7.7). */
+  readonly argv: readonly string[];
+  /** Absolute working directory. */
+  readonly cwd: string;
+  /** Exactly the child's environment. */
+  readonly env: Readonly<Record<string, string>>;
+  /** What the child sees as `argv[0]`. */
+  readonly arg0?: string | null;
+  /** Pipe stdin (else `/dev/null`). */
+  readonly stdin: "piped" | "null";
+}
+
+/** How a child ended. */
+export interface ChildStatus {
+  /** Exit code, 128+N for a death by signal N. */
+  readonly code: number;
+  /** The signal that killed it, if one did. */
+  readonly signal: string | null;
+}
+
+/** A running child. */
+export interface SpawnedChild {
+  /** Process id, also its process group id. */
+  readonly pid: number;
+  /** Standard output. */
+  readonly stdout: ReadableStream<Uint8Array>;
+  /** Standard error. */
+  readonly stderr: ReadableStream<Uint8Array>;
+  /** Standard input, when piped. */
+  readonly stdin: WritableStream<Uint8Array> | null;
+  /** Resolves when the child is reaped. */
+  readonly status: Promise<ChildStatus>;
+}
+
+/** A spawn failure, with a message naming the program and the OS error. */
+export class SpawnError extends Error {
+  /** Creates the error. */
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "SpawnError";
+  }
+}
+
+/** Checks that `cwd` is an existing directory; throws SpawnError otherwise. */
+export function checkCwd(cwd: string): void {
+  let info: Deno.FileInfo;
+  try {
+    info = Deno.statSync(cwd);
+  } catch (error) {
+    throw new SpawnError(`cannot use cwd ${cwd}: ${osErrorText(error)}`, { cause: error });
+  }
+  if (!info.isDirectory) {
+    throw new SpawnError(`cannot use cwd ${cwd}: Not a directory (os error 20)`);
+  }
+}
+
+/** Starts the child described by `request`. Throws {@linkcode SpawnError}. */
+export function spawnChild(request: SpawnRequest): SpawnedChild {
+  checkCwd(request.cwd);
+  const [program, ...args] = request.argv;
+  if (program === undefined) throw new SpawnError("argv must not be empty");
+  const useNode = request.arg0 !== undefined && request.arg0 !== null;
+  try {
+    return useNode ? spawnWithNode(program, args, request) : spawnWithDeno(program, args, request);
+  } catch (error) {
+    if (error instanceof SpawnError) throw error;
+    throw new SpawnError(`failed to spawn ${program}: ${osErrorText(error)}`, { cause: error });
+  }
+}
+
+function spawnWithDeno(program: string, args: string[], request: SpawnRequest): SpawnedChild {
+  const child = new Deno.Command(program, {
+    args,
+    cwd: request.cwd,
+    env: { ...request.env },
+    clearEnv: true,
+    stdin: request.stdin,
+    stdout: "piped",
+    stderr: "piped",
+    detached: true,
+  }).spawn();
+  return {
+    pid: child.pid,
+    stdout: child.stdout,
+    stderr: child.stderr,
+    stdin: request.stdin === "piped" ? child.stdin : null,
+    status: child.status.then((s) => ({
+      code: s.signal !== null ? signalExitCode(s.signal) : s.code,
+      signal: s.signal,
+    })),
+  };
+}
+
+function spawnWithNode(program: string, args: string[], request: SpawnRequest): SpawnedChild {
+  // node:child_process looks programs up in the child's PATH only; mirror
+  // §7.7 (fall back to the server's PATH when the child has none).
+  const env = { ...request.env };
+  const lookupPath = env.PATH ?? Deno.env.get("PATH") ?? "/usr/bin:/bin";
+  const resolved = program.includes("/") ? program : findInPath(program, lookupPath);
+  if (resolved === null) {
+    throw new SpawnError(`failed to spawn ${program}: No such file or directory (os error 2)`);
+  }
+  const child = nodeSpawn(resolved, args, {
+    argv0: request.arg0!,
+    cwd: request.cwd,
+    env,
+    detached: true,
+    stdio: [request.stdin === "piped" ? "pipe" : "ignore", "pipe", "pipe"],
+  });
+  const status = new Promise<ChildStatus>((resolve, reject) => {
+    child.once("error", (error) => reject(error));
+    child.once("exit", (code, signal) =>
+      resolve({
+        code: signal !== null ? signalExitCode(signal) : code ?? 0,
+        signal,
+      }));
+  });
+  if (child.pid === undefined) {
+    // Spawn failures surface later through the 'error' event.
+    status.catch(() => {});
+    throw new SpawnError(`failed to spawn ${program}: No such file or directory (os error 2)`);
+  }
+  return {
+    pid: child.pid,
+    stdout: Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>,
+    stderr: Readable.toWeb(child.stderr!) as ReadableStream<Uint8Array>,
+    stdin: child.stdin ? Writable.toWeb(child.stdin) as WritableStream<Uint8Array> : null,
+    status,
+  };
+}
+
+/** Finds an executable `name` in a `:`-separated PATH. */
+export function findInPath(name: string, path: string): string | null {
+  for (const dir of path.split(":")) {
+    if (dir === "") continue;
+    const candidate = `${dir.replace(/\/+$/, "")}/${name}`;
+    try {
+      const info = Deno.statSync(candidate);
+      if (info.isFile && info.mode !== null && (info.mode & 0o111) !== 0) return candidate;
+    } catch {
+      // Not here.
+    }
+  }
+  return null;
+}

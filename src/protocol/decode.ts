@@ -1,0 +1,267 @@
+/**
+ * Typed, strict decoding of untrusted params.
+ *
+ * Messages follow the wording of the reference server (`missing field
+ * \`argv\``, `invalid type: integer \`5\`, expected a string`, `unknown variant
+ * \`kill\`, expected \`interrupt\``) and add where the problem is
+ * (`at \`envPolicy.inherit\``). There is no coercion; unknown members are
+ * ignored; struct params may also be given positionally as an array.
+ *
+ * @module
+ */
+
+import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
+
+/** A decoding failure; becomes a `-32602` error. */
+export class DecodeError extends RpcError {
+  /** Creates the error; `path` locates the offending member. */
+  constructor(readonly detail: string, readonly path: string) {
+    super(JsonRpcCode.InvalidParams, path ? `${detail} at \`${path}\`` : detail);
+    this.name = "DecodeError";
+  }
+}
+
+/** Turns an unknown value into `T` or throws {@linkcode DecodeError}. */
+export interface Decoder<T> {
+  /** Decodes `value` found at `path`. */
+  (value: unknown, path: string): T;
+  /** True when the member may be absent (or null). */
+  readonly optional?: boolean;
+}
+
+/** How serde describes an unexpected value. */
+export function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (value === undefined) return "unit";
+  if (Array.isArray(value)) return "sequence";
+  if (typeof value === "object") return "map";
+  if (typeof value === "string") return `string ${JSON.stringify(value)}`;
+  if (typeof value === "boolean") return `boolean \`${value}\``;
+  if (typeof value === "bigint") return `integer \`${value}\``;
+  if (typeof value === "number") {
+    return Number.isInteger(value) ? `integer \`${value}\`` : `floating point \`${value}\``;
+  }
+  return typeof value;
+}
+
+function typeError(value: unknown, expected: string, path: string): never {
+  throw new DecodeError(`invalid type: ${describe(value)}, expected ${expected}`, path);
+}
+
+function join(path: string, key: string): string {
+  return path ? `${path}.${key}` : key;
+}
+
+/** A string. */
+export const string: Decoder<string> = (v, path) =>
+  typeof v === "string" ? v : typeError(v, "a string", path);
+
+/** A non-empty string. */
+export function nonEmptyString(message: string): Decoder<string> {
+  return (v, path) => {
+    const s = string(v, path);
+    if (s.length === 0) throw new DecodeError(message, "");
+    return s;
+  };
+}
+
+/** A boolean. */
+export const boolean: Decoder<boolean> = (v, path) =>
+  typeof v === "boolean" ? v : typeError(v, "a boolean", path);
+
+function unsigned(max: number, name: string): Decoder<number> {
+  return (v, path) => {
+    if (typeof v === "bigint") {
+      if (v < 0n) throw new DecodeError("invalid number", path);
+      // Larger than any meaningful offset or duration: clamp.
+      return Number.MAX_SAFE_INTEGER;
+    }
+    if (typeof v !== "number") typeError(v, name, path);
+    if (!Number.isInteger(v)) typeError(v, name, path);
+    if (v < 0) throw new DecodeError("invalid number", path);
+    if (v > max) throw new DecodeError(`invalid value: integer \`${v}\`, expected ${name}`, path);
+    return v;
+  };
+}
+
+/** A non-negative integer (values beyond 2^53 are clamped). */
+export const u64: Decoder<number> = unsigned(Number.MAX_SAFE_INTEGER, "u64");
+/** A 32-bit unsigned integer. */
+export const u32: Decoder<number> = unsigned(0xffff_ffff, "u32");
+/** A 16-bit unsigned integer. */
+export const u16: Decoder<number> = unsigned(0xffff, "u16");
+
+/** Any JSON value, unchecked. */
+export const unknownValue: Decoder<unknown> = (v) => v;
+
+/** Makes a member optional: absent or `null` decode to `undefined`. */
+export function optional<T>(inner: Decoder<T>): Decoder<T | undefined> {
+  const d =
+    ((v: unknown, path: string) =>
+      v === undefined || v === null ? undefined : inner(v, path)) as Decoder<T | undefined>;
+  return Object.assign(d, { optional: true });
+}
+
+/** Like {@linkcode optional} but with a default value. */
+export function withDefault<T>(inner: Decoder<T>, fallback: T): Decoder<T> {
+  const d =
+    ((v: unknown, path: string) =>
+      v === undefined || v === null ? fallback : inner(v, path)) as Decoder<T>;
+  return Object.assign(d, { optional: true });
+}
+
+/** Optional, but an explicit `null` is kept (for `T | null` members). */
+export function nullable<T>(inner: Decoder<T>): Decoder<T | null | undefined> {
+  const d =
+    ((v: unknown, path: string) =>
+      v === undefined ? undefined : v === null ? null : inner(v, path)) as Decoder<
+        T | null | undefined
+      >;
+  return Object.assign(d, { optional: true });
+}
+
+/** Formats the accepted variants the way serde does. */
+export function expectedVariants(variants: readonly string[]): string {
+  const q = variants.map((v) => `\`${v}\``);
+  if (q.length === 1) return q[0]!;
+  if (q.length === 2) return `${q[0]} or ${q[1]}`;
+  return `one of ${q.join(", ")}`;
+}
+
+/** One of a fixed set of strings. */
+export function variant<const V extends string>(variants: readonly V[]): Decoder<V> {
+  return (v, path) => {
+    if (typeof v !== "string") typeError(v, "a string", path);
+    if (!(variants as readonly string[]).includes(v)) {
+      throw new DecodeError(
+        `unknown variant \`${v}\`, expected ${expectedVariants(variants)}`,
+        path,
+      );
+    }
+    return v as V;
+  };
+}
+
+/** An array whose items decode with `item`. */
+export function array<T>(item: Decoder<T>): Decoder<T[]> {
+  return (v, path) => {
+    if (!Array.isArray(v)) typeError(v, "a sequence", path);
+    return v.map((x, i) => item(x, `${path}[${i}]`));
+  };
+}
+
+/** An object whose values decode with `value`. */
+export function record<T>(value: Decoder<T>): Decoder<Record<string, T>> {
+  return (v, path) => {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) typeError(v, "a map", path);
+    const out: Record<string, T> = {};
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      out[k] = value(x, join(path, k));
+    }
+    return out;
+  };
+}
+
+/** Decoders for each member of `T`, in declaration (validation) order. */
+export type FieldDecoders<T> = { [K in keyof T]-?: Decoder<T[K]> };
+
+/**
+ * A struct: an object (unknown members ignored) or a positional array in
+ * field order. `null` is rejected.
+ */
+export function struct<T>(name: string, fields: FieldDecoders<T>): Decoder<T> {
+  const keys = Object.keys(fields) as (keyof T & string)[];
+  return (v, path) => {
+    if (Array.isArray(v)) {
+      if (v.length !== keys.length) {
+        throw new DecodeError(
+          `invalid length ${v.length}, expected struct ${name} with ${keys.length} elements`,
+          path,
+        );
+      }
+      const out = {} as T;
+      keys.forEach((k, i) => {
+        const decoded = fields[k](v[i], join(path, k));
+        if (decoded !== undefined) out[k] = decoded;
+      });
+      return out;
+    }
+    if (v === null || v === undefined || typeof v !== "object") {
+      typeError(v, `struct ${name}`, path);
+    }
+    const obj = v as Record<string, unknown>;
+    const out = {} as T;
+    for (const k of keys) {
+      const decoder = fields[k];
+      const member = obj[k];
+      if (member === undefined && !decoder.optional) {
+        throw new DecodeError(`missing field \`${k}\``, path);
+      }
+      const decoded = decoder(member, join(path, k));
+      if (decoded !== undefined) out[k] = decoded;
+    }
+    return out;
+  };
+}
+
+/** Params of methods that take none: absent, `null` or `{}`. */
+export const unit: Decoder<Record<never, never>> = (v, path) => {
+  if (v === undefined || v === null) return {};
+  if (typeof v === "object" && !Array.isArray(v) && Object.keys(v as object).length === 0) {
+    return {};
+  }
+  if (Array.isArray(v) && v.length === 0) return {};
+  return typeError(v, "unit", path);
+};
+
+const BASE64_VALUE = (() => {
+  const table = new Int16Array(128).fill(-1);
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (let i = 0; i < alphabet.length; i++) table[alphabet.charCodeAt(i)] = i;
+  return table;
+})();
+
+/**
+ * Validates standard padded base64; returns null when valid, otherwise the
+ * reason in the wording of Rust's `base64` crate.
+ */
+export function base64Problem(s: string): string | null {
+  let end = s.length;
+  let padding = 0;
+  while (end > 0 && s.charCodeAt(end - 1) === 61 /* = */ && padding < 2) {
+    end--;
+    padding++;
+  }
+  for (let i = 0; i < end; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 128 || BASE64_VALUE[c] === -1) return `Invalid symbol ${c}, offset ${i}.`;
+  }
+  if (s.length % 4 !== 0) {
+    if (end % 4 === 1) return `Invalid input length.`;
+    return "Invalid padding";
+  }
+  if (padding > 0 && end % 4 === 0) return "Invalid padding";
+  // Non-canonical trailing bits (e.g. "aGk=" vs "aGl=") are accepted.
+  return null;
+}
+
+/** Decodes validated base64 to bytes. */
+export function decodeBase64(s: string): Uint8Array {
+  return Uint8Array.fromBase64(s, { lastChunkHandling: "loose" });
+}
+
+/** A base64 `ByteChunk`, decoded to bytes. */
+export const bytes: Decoder<Uint8Array> = (v, path) => {
+  const s = string(v, path);
+  const problem = base64Problem(s);
+  if (problem !== null) throw new DecodeError(problem, path);
+  return decodeBase64(s);
+};
+
+/**
+ * Decodes `params` with `decoder`, mapping failures to `-32602` RpcErrors.
+ * Other RpcErrors raised by decoders (e.g. path rules) pass through.
+ */
+export function decodeParams<T>(decoder: Decoder<T>, params: unknown): T {
+  return decoder(params, "");
+}

@@ -1,0 +1,372 @@
+/**
+ * Param decoders for every method, in the reference's field order (which is
+ * also the order fields are validated in and the order of positional
+ * params).
+ *
+ * @module
+ */
+
+import {
+  array,
+  boolean,
+  bytes,
+  DecodeError,
+  type Decoder,
+  nonEmptyString,
+  nullable,
+  optional,
+  record,
+  string,
+  struct,
+  u16,
+  u64,
+  unit,
+  unknownValue,
+  variant,
+  withDefault,
+} from "./decode.ts";
+import { pathUri } from "./path_uri.ts";
+import type {
+  EnvPolicy,
+  FsCanonicalizeParams,
+  FsCloseParams,
+  FsCopyParams,
+  FsCreateDirectoryParams,
+  FsGetMetadataParams,
+  FsOpenParams,
+  FsReadBlockParams,
+  FsReadDirectoryParams,
+  FsReadFileParams,
+  FsRemoveParams,
+  FsWalkOptions,
+  FsWalkParams,
+  FsWatchMissingParams,
+  HttpHeaderParam,
+  HttpRequestParams,
+  InitializeParams,
+  ProcessCloseStdinParams,
+  ProcessMetadata,
+  ProcessReadParams,
+  ProcessResizeParams,
+  ProcessSignalName,
+  ProcessSignalParams,
+  ProcessTerminateParams,
+} from "./types.ts";
+
+/** Decoded `process/start` params (paths resolved, bytes decoded). */
+export interface DecodedProcessStart {
+  processId: string;
+  metadata?: ProcessMetadata | null;
+  argv: string[];
+  /** Native absolute path. */
+  cwd: string;
+  envPolicy?: EnvPolicy | null;
+  shellSnapshot?: unknown;
+  env: Record<string, string>;
+  tty: boolean;
+  pipeStdin: boolean;
+  arg0?: string | null;
+  sandbox?: unknown;
+  enforceManagedNetwork: boolean;
+  managedNetwork?: unknown;
+  networkProxy?: unknown;
+  rows?: number;
+  cols?: number;
+}
+
+/** Decoded `process/write` params. */
+export interface DecodedProcessWrite {
+  processId: string;
+  chunk: Uint8Array;
+  writeId: string;
+}
+
+/** Decoded `fs/writeFile` params (data still base64: validated by the handler). */
+export type DecodedFsWriteFile = {
+  path: string;
+  dataBase64: string;
+  followSymlinks: boolean;
+  sandbox?: unknown;
+};
+
+/** Decoded `fs/writeBlock` params. */
+export interface DecodedFsWriteBlock {
+  handleId: string;
+  offset: number;
+  chunk: Uint8Array;
+}
+
+/** Decoded `http/request` params. */
+export interface DecodedHttpRequest {
+  method: string;
+  url: string;
+  headers: HttpHeaderParam[];
+  /** Decoded body bytes. */
+  bodyBase64?: Uint8Array;
+  timeoutMs?: number;
+  redirectPolicy: "follow" | "stop";
+  requestId: string;
+  streamResponse: boolean;
+}
+
+const uuidChars = /^[0-9a-fA-F-]$/;
+
+/** A UUID string, checked like the reference (`uuid` crate wording). */
+const uuid: Decoder<string> = (v, path) => {
+  const s = string(v, path);
+  const body = s.startsWith("urn:uuid:") ? s.slice(9) : s;
+  const offset = s.length - body.length;
+  for (let i = 0; i < body.length; i++) {
+    if (!uuidChars.test(body[i]!)) {
+      throw new DecodeError(
+        `invalid character: expected an optional prefix of \`urn:uuid:\` followed by [0-9a-fA-F-], found \`${
+          body[i]
+        }\` at ${offset + i + 1}`,
+        path,
+      );
+    }
+  }
+  if (
+    !/^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$/
+      .test(body)
+  ) {
+    throw new DecodeError(`invalid length: expected a UUID, found ${body.length} characters`, path);
+  }
+  return s;
+};
+
+const metadata = struct<ProcessMetadata>("ExecMetadata", {
+  threadId: nullable(uuid),
+  toolCallId: nullable(string),
+});
+
+const envPolicy = struct<EnvPolicy>("ExecEnvPolicy", {
+  inherit: variant(["core", "all", "none"]),
+  ignoreDefaultExcludes: boolean,
+  exclude: array(string),
+  set: record(string),
+  includeOnly: array(string),
+});
+
+const argv: Decoder<string[]> = (v, path) => {
+  const list = array(string)(v, path);
+  if (list.length === 0) throw new DecodeError("argv must not be empty", "");
+  return list;
+};
+
+/** `initialize`. */
+export const initializeParams = struct<InitializeParams>("InitializeParams", {
+  clientName: string,
+  resumeSessionId: nullable(string),
+});
+
+/** Methods without params. */
+export const noParams = unit;
+
+/** `process/start`. */
+export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
+  processId: string,
+  metadata: nullable(metadata),
+  argv,
+  cwd: pathUri,
+  envPolicy: nullable(envPolicy),
+  shellSnapshot: optional(unknownValue),
+  env: record(string),
+  tty: boolean,
+  pipeStdin: withDefault(boolean, false),
+  arg0: nullable(string),
+  sandbox: optional(unknownValue),
+  enforceManagedNetwork: withDefault(boolean, false),
+  managedNetwork: optional(unknownValue),
+  networkProxy: optional(unknownValue),
+  rows: optional(u16),
+  cols: optional(u16),
+});
+
+/** `process/read`. */
+export const processReadParams = struct<ProcessReadParams>("ReadParams", {
+  processId: string,
+  afterSeq: optional(u64),
+  maxBytes: optional(u64),
+  waitMs: optional(u64),
+});
+
+/** `process/write`. */
+export const processWriteParams = struct<DecodedProcessWrite>("WriteParams", {
+  processId: string,
+  chunk: bytes,
+  writeId: nonEmptyString("writeId must not be empty"),
+});
+
+/** Every signal name; `interrupt` is the only one the reference knows. */
+export const SIGNAL_NAMES: readonly ProcessSignalName[] = [
+  "interrupt",
+  "terminate",
+  "kill",
+  "hangup",
+  "quit",
+  "user1",
+  "user2",
+];
+
+/** `process/signal`. */
+export const processSignalParams = struct<ProcessSignalParams>("SignalParams", {
+  processId: string,
+  signal: variant(SIGNAL_NAMES),
+});
+
+/** `process/terminate`. */
+export const processTerminateParams = struct<ProcessTerminateParams>("TerminateParams", {
+  processId: string,
+  graceMs: optional(u64),
+});
+
+/** `process/closeStdin`. */
+export const processCloseStdinParams = struct<ProcessCloseStdinParams>("CloseStdinParams", {
+  processId: string,
+});
+
+/** `process/resize`. */
+export const processResizeParams = struct<ProcessResizeParams>("ResizeParams", {
+  processId: string,
+  rows: u16,
+  cols: u16,
+});
+
+const sandbox = optional(unknownValue);
+const followSymlinks = withDefault(boolean, true);
+
+/** `fs/readFile`. */
+export const fsReadFileParams = struct<
+  Required<Omit<FsReadFileParams, "sandbox">> & { sandbox?: unknown }
+>(
+  "ReadFileParams",
+  { path: pathUri, followSymlinks, sandbox },
+);
+
+/** `fs/writeFile`. */
+export const fsWriteFileParams = struct<DecodedFsWriteFile>("WriteFileParams", {
+  path: pathUri,
+  dataBase64: string,
+  followSymlinks,
+  sandbox,
+});
+
+/** `fs/createDirectory`. */
+export const fsCreateDirectoryParams = struct<
+  Required<Omit<FsCreateDirectoryParams, "sandbox">> & { sandbox?: unknown }
+>("CreateDirectoryParams", {
+  path: pathUri,
+  recursive: withDefault(boolean, true),
+  followSymlinks,
+  sandbox,
+});
+
+/** `fs/getMetadata`. */
+export const fsGetMetadataParams = struct<
+  Required<Omit<FsGetMetadataParams, "sandbox">> & { sandbox?: unknown }
+>("GetMetadataParams", { path: pathUri, followSymlinks, sandbox });
+
+/** `fs/canonicalize`. */
+export const fsCanonicalizeParams = struct<FsCanonicalizeParams>("CanonicalizeParams", {
+  path: pathUri,
+  sandbox,
+});
+
+/** `fs/readDirectory`. */
+export const fsReadDirectoryParams = struct<FsReadDirectoryParams>("ReadDirectoryParams", {
+  path: pathUri,
+  sandbox,
+});
+
+/** `fs/remove`. */
+export const fsRemoveParams = struct<
+  Required<Omit<FsRemoveParams, "sandbox">> & { sandbox?: unknown }
+>(
+  "RemoveParams",
+  {
+    path: pathUri,
+    recursive: withDefault(boolean, true),
+    force: withDefault(boolean, true),
+    followSymlinks,
+    sandbox,
+  },
+);
+
+/** `fs/copy`. */
+export const fsCopyParams = struct<FsCopyParams>("CopyParams", {
+  sourcePath: pathUri,
+  destinationPath: pathUri,
+  recursive: boolean,
+  sandbox,
+});
+
+/** `fs/open`. */
+export const fsOpenParams = struct<Required<Omit<FsOpenParams, "sandbox">> & { sandbox?: unknown }>(
+  "OpenParams",
+  {
+    handleId: string,
+    path: pathUri,
+    mode: withDefault(variant(["read", "replace"]), "read"),
+    sandbox,
+  },
+);
+
+/** `fs/readBlock`. */
+export const fsReadBlockParams = struct<FsReadBlockParams>("ReadBlockParams", {
+  handleId: string,
+  offset: u64,
+  len: u64,
+});
+
+/** `fs/writeBlock`. */
+export const fsWriteBlockParams = struct<DecodedFsWriteBlock>("WriteBlockParams", {
+  handleId: string,
+  offset: u64,
+  chunk: bytes,
+});
+
+/** `fs/close`. */
+export const fsCloseParams = struct<FsCloseParams>("CloseParams", { handleId: string });
+
+const walkOptions = struct<FsWalkOptions>("WalkOptions", {
+  maxDepth: u64,
+  maxDirectories: u64,
+  maxEntries: u64,
+  followDirectorySymlinks: boolean,
+  pruneHiddenDirectories: boolean,
+});
+
+/** `fs/walk`. */
+export const fsWalkParams = struct<FsWalkParams>("WalkParams", {
+  path: pathUri,
+  options: walkOptions,
+  sandbox,
+});
+
+/** `fs/watchMissing`. */
+export const fsWatchMissingParams = struct<FsWatchMissingParams>("WatchMissingParams", {
+  watchId: u64,
+  missing: array(pathUri),
+  sandbox,
+});
+
+const httpHeader = struct<HttpHeaderParam>("HttpHeader", {
+  name: string,
+  value: string,
+  valueEnvVar: nullable(string),
+});
+
+/** `http/request`. */
+export const httpRequestParams = struct<DecodedHttpRequest>("HttpRequestParams", {
+  method: string,
+  url: string,
+  headers: withDefault(array(httpHeader), []),
+  bodyBase64: optional(bytes),
+  timeoutMs: optional(u64),
+  redirectPolicy: withDefault(variant(["follow", "stop"]), "follow"),
+  requestId: string,
+  streamResponse: withDefault(boolean, false),
+});
+
+export type { HttpRequestParams };

@@ -1,0 +1,79 @@
+/**
+ * Every method and notification name of the exec-server protocol.
+ *
+ * @module
+ */
+
+/** Client → server requests. */
+export const Method = {
+  Initialize: "initialize",
+  EnvironmentInfo: "environment/info",
+  EnvironmentStatus: "environment/status",
+  ProcessStart: "process/start",
+  ProcessRead: "process/read",
+  ProcessWrite: "process/write",
+  ProcessSignal: "process/signal",
+  ProcessTerminate: "process/terminate",
+  ProcessCloseStdin: "process/closeStdin",
+  ProcessResize: "process/resize",
+  FsReadFile: "fs/readFile",
+  FsWriteFile: "fs/writeFile",
+  FsCreateDirectory: "fs/createDirectory",
+  FsGetMetadata: "fs/getMetadata",
+  FsCanonicalize: "fs/canonicalize",
+  FsReadDirectory: "fs/readDirectory",
+  FsRemove: "fs/remove",
+  FsCopy: "fs/copy",
+  FsOpen: "fs/open",
+  FsReadBlock: "fs/readBlock",
+  FsWriteBlock: "fs/writeBlock",
+  FsClose: "fs/close",
+  FsWalk: "fs/walk",
+  FsWatchMissing: "fs/watchMissing",
+  HttpRequest: "http/request",
+} as const;
+
+/** Client → server notifications. */
+export const ClientNotification = {
+  Initialized: "initialized",
+} as const;
+
+/** Server → client notifications. */
+export const ServerNotification = {
+  ProcessOutput: "process/output",
+  ProcessExited: "process/exited",
+  ProcessClosed: "process/closed",
+  HttpBodyDelta: "http/request/bodyDelta",
+  FsMissingChanged: "fs/missingChanged",
+} as const;
+
+/** Any request method name. */
+export type MethodName = typeof Method[keyof typeof Method];
+
+/**
+ * The family a method belongs to, as used in the lifecycle gating messages
+ * (`client must call initialize before using <family> methods`).
+ */
+export function methodFamily(method: string): string {
+  if (method.startsWith("process/")) return "exec";
+  if (method.startsWith("fs/")) return "filesystem";
+  if (method.startsWith("http/")) return "http";
+  if (method === Method.EnvironmentInfo) return "environment info";
+  if (method === Method.EnvironmentStatus) return "environment status";
+  if (method === "environmentConfig/read") return "environment config";
+  if (method.startsWith("capabilit")) return "capability discovery";
+  return method;
+}
+
+/**
+ * Methods that must never wait behind ordinary work (the reference's
+ * "control lane"): status, signals, termination, closing handles.
+ */
+export const CONTROL_METHODS: ReadonlySet<string> = new Set([
+  Method.EnvironmentInfo,
+  Method.EnvironmentStatus,
+  Method.ProcessSignal,
+  Method.ProcessTerminate,
+  Method.ProcessResize,
+  Method.FsClose,
+]);

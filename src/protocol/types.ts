@@ -1,0 +1,652 @@
+/**
+ * Params, results and notification payloads of the exec-server protocol.
+ * Paths are `file:` URI strings on the wire; byte fields are standard
+ * padded base64 strings.
+ *
+ * @module
+ */
+
+// ---------------------------------------------------------------------------
+// Lifecycle and environment
+
+/** Params of `initialize`. */
+export interface InitializeParams {
+  /** Free-form client name (may be empty). */
+  clientName: string;
+  /** Resume this detached session instead of creating one. */
+  resumeSessionId?: string | null;
+}
+
+/** Result of `initialize`. */
+export interface InitializeResult {
+  /** The session (new, or the resumed one). */
+  sessionId: string;
+  /** Same object as `environment/info` returns. */
+  environmentInfo: EnvironmentInfo;
+}
+
+/** The server user's shell. */
+export interface ShellInfo {
+  /** `bash`, `zsh`, `sh`, … */
+  name: string;
+  /** Absolute path of the shell. */
+  path: string;
+}
+
+/**
+ * Feature flags. Reference flags keep their meaning; flags this server adds
+ * are extensions a reference client ignores. Missing means false.
+ */
+export interface Capabilities {
+  /** Reference: executor-local managed network proxy launch. */
+  networkProxyLaunch: boolean;
+  /** Reference: managed-network review domains. */
+  networkProxyReviewDomains: boolean;
+  /** Reference: credential masking in shell snapshots. */
+  credentialMasking: boolean;
+  /** Reference: custom credential masking providers. */
+  credentialMaskingCustomProviders: boolean;
+  /** Reference: sandbox honoured by capability discovery. */
+  capabilityDiscoverySandbox: boolean;
+  /** `fs/watchMissing` and `fs/missingChanged`. */
+  fsWatchMissing: boolean;
+  /** Reference: `capabilities/discoverV2`. */
+  capabilityDiscoveryV2: boolean;
+  /** Reference: `environmentConfig/read`. */
+  environmentConfigRead: boolean;
+  /** `valueEnvVar` in `http/request` headers. */
+  httpHeaderEnvVars: boolean;
+  /** Reference: fs handle methods honour `sandbox`. */
+  sandboxedFileStreaming: boolean;
+  /** `fs/open` with `mode: "replace"` and `fs/writeBlock`. */
+  fileWriteStreaming: boolean;
+  /** Reference: `process/start` field `shellSnapshot`. */
+  shellSnapshotV2: boolean;
+  /** Reference: Windows MXC sandbox. */
+  windowsMxc: boolean;
+  /** Extension: `tty: true` runs the child on a real pseudo-terminal. */
+  tty: boolean;
+  /** Extension: `process/resize` and initial `rows`/`cols` for terminals. */
+  ptyResize: boolean;
+  /** Extension: `process/signal` accepts terminate, kill, hangup, quit, user1, user2. */
+  extendedSignals: boolean;
+  /** Extension: `process/terminate` accepts `graceMs` (SIGTERM, then SIGKILL). */
+  terminateGrace: boolean;
+  /** Extension: `process/closeStdin` gives a piped child EOF. */
+  closeStdin: boolean;
+  /**
+   * Extension: output not yet delivered is never dropped; a child whose
+   * output nobody takes is paused instead, and a resumed session receives
+   * the output produced while it was detached.
+   */
+  losslessOutput: boolean;
+  /** Extension: buffered `http/request` bodies are capped with a clear error. */
+  httpBodyLimit: boolean;
+}
+
+/** What `environment/info` (and `initialize`) report. */
+export interface EnvironmentInfo {
+  /** The server user's login shell. */
+  shell: ShellInfo;
+  /** Version of this server. */
+  executorVersion: string;
+  /** The server's working directory (`file:` URI). */
+  cwd: string;
+  /** The server user's home directory (`file:` URI). */
+  userHomeDir: string;
+  /** `linux`, `macos` or `windows`. */
+  platformOs: string;
+  /** Directories from `TMPDIR` (`file:` URIs). */
+  temporaryDirectories: string[];
+  /** The OS temp directory (`file:` URI). */
+  tempDir: string;
+  /** Feature flags. */
+  capabilities: Capabilities;
+}
+
+/** Result of `environment/status`. */
+export interface EnvironmentStatusResult {
+  /** Always `ready`. */
+  status: "ready";
+}
+
+// ---------------------------------------------------------------------------
+// Processes
+
+/** Output stream names. */
+export type OutputStream = "stdout" | "stderr" | "pty";
+
+/** Which of the server's variables a child starts from. */
+export type EnvInherit = "all" | "core" | "none";
+
+/** How to derive a child's environment from the server's. */
+export interface EnvPolicy {
+  /** Starting set. */
+  inherit: EnvInherit;
+  /** Skip dropping `*KEY*`, `*SECRET*`, `*TOKEN*`. */
+  ignoreDefaultExcludes: boolean;
+  /** Globs of names to drop (case-insensitive). */
+  exclude: string[];
+  /** Variables to set. */
+  set: Record<string, string>;
+  /** When non-empty, keep only names matching one of these globs. */
+  includeOnly: string[];
+}
+
+/** Telemetry attached to a process (not interpreted). */
+export interface ProcessMetadata {
+  /** A UUID. */
+  threadId?: string | null;
+  /** Opaque id. */
+  toolCallId?: string | null;
+}
+
+/** Params of `process/start`. */
+export interface ProcessStartParams {
+  /** Client-chosen id, unique within the session. */
+  processId: string;
+  /** Telemetry. */
+  metadata?: ProcessMetadata | null;
+  /** Program and arguments (non-empty). */
+  argv: string[];
+  /** Working directory (`file:` URI). */
+  cwd: string;
+  /** Derive the environment from the server's (else exactly `env`). */
+  envPolicy?: EnvPolicy | null;
+  /** Codex shell snapshot (not supported; ignored). */
+  shellSnapshot?: unknown;
+  /** Variables for the child (overlaid last). */
+  env: Record<string, string>;
+  /** Run on a pseudo-terminal. */
+  tty: boolean;
+  /** Keep stdin open for `process/write`. */
+  pipeStdin?: boolean;
+  /** What the child sees as `argv[0]`. */
+  arg0?: string | null;
+  /** Platform sandbox request (not supported: must be null or absent). */
+  sandbox?: unknown;
+  /** Managed network enforcement (no effect without a sandbox). */
+  enforceManagedNetwork?: boolean;
+  /** Managed network settings. */
+  managedNetwork?: unknown;
+  /** Executor-local network proxy launch (served by `--network-proxy`). */
+  networkProxy?: unknown;
+  /** Extension: terminal rows (default 24). */
+  rows?: number;
+  /** Extension: terminal columns (default 80). */
+  cols?: number;
+}
+
+/** Result of `process/start`. */
+export interface ProcessStartResult {
+  /** The id. */
+  processId: string;
+  /** Always `none` here. */
+  sandboxType: string;
+}
+
+/** Params of `process/read`. */
+export interface ProcessReadParams {
+  /** The process. */
+  processId: string;
+  /** Return chunks with a greater `seq` (default 0). */
+  afterSeq?: number;
+  /** Stop after this many bytes (at least one chunk is returned). */
+  maxBytes?: number;
+  /** Long-poll up to this many milliseconds for something new. */
+  waitMs?: number;
+}
+
+/** One retained output chunk. */
+export interface OutputChunk {
+  /** Sequence number. */
+  seq: number;
+  /** Stream it came from. */
+  stream: OutputStream;
+  /** Bytes (base64). */
+  chunk: string;
+}
+
+/** Result of `process/read`. */
+export interface ProcessReadResult {
+  /** Retained chunks after `afterSeq`, oldest first. */
+  chunks: OutputChunk[];
+  /** Where to continue reading. */
+  nextSeq: number;
+  /** The child has exited. */
+  exited: boolean;
+  /** Its exit code, once exited. */
+  exitCode: number | null;
+  /** Output and exit are complete. */
+  closed: boolean;
+  /** Backend failure (always null here). */
+  failure: string | null;
+  /** Sandbox denial (always false here). */
+  sandboxDenied: boolean;
+}
+
+/** Params of `process/write`. */
+export interface ProcessWriteParams {
+  /** The process. */
+  processId: string;
+  /** Bytes to write (base64). */
+  chunk: string;
+  /** Idempotency key (non-empty). */
+  writeId: string;
+}
+
+/** Outcome of a write or of closing stdin. */
+export type WriteStatus = "accepted" | "unknownProcess" | "stdinClosed" | "starting";
+
+/** Result of `process/write` and `process/closeStdin`. */
+export interface ProcessWriteResult {
+  /** What happened. */
+  status: WriteStatus;
+}
+
+/** Signals `process/signal` accepts (`interrupt` only in the reference). */
+export type ProcessSignalName =
+  | "interrupt"
+  | "terminate"
+  | "kill"
+  | "hangup"
+  | "quit"
+  | "user1"
+  | "user2";
+
+/** Params of `process/signal`. */
+export interface ProcessSignalParams {
+  /** The process. */
+  processId: string;
+  /** Signal to send to its process group. */
+  signal: ProcessSignalName;
+}
+
+/** Params of `process/terminate`. */
+export interface ProcessTerminateParams {
+  /** The process. */
+  processId: string;
+  /** Extension: SIGTERM first, SIGKILL after this many milliseconds. */
+  graceMs?: number;
+}
+
+/** Result of `process/terminate`. */
+export interface ProcessTerminateResult {
+  /** The process was running (and is now being killed). */
+  running: boolean;
+}
+
+/** Params of `process/closeStdin` (extension). */
+export interface ProcessCloseStdinParams {
+  /** The process. */
+  processId: string;
+}
+
+/** Params of `process/resize` (extension). */
+export interface ProcessResizeParams {
+  /** The process (must run on a terminal). */
+  processId: string;
+  /** New number of rows. */
+  rows: number;
+  /** New number of columns. */
+  cols: number;
+}
+
+/** `process/output` notification. */
+export interface ProcessOutputNotification {
+  /** The process. */
+  processId: string;
+  /** Sequence number. */
+  seq: number;
+  /** Stream. */
+  stream: OutputStream;
+  /** Bytes (base64). */
+  chunk: string;
+}
+
+/** `process/exited` notification. */
+export interface ProcessExitedNotification {
+  /** The process. */
+  processId: string;
+  /** Sequence number. */
+  seq: number;
+  /** Exit code (128+N for a death by signal N). */
+  exitCode: number;
+  /** Always false here. */
+  sandboxDenied: boolean;
+  /** Extension: name of the signal that killed it, when one did. */
+  signal?: string;
+}
+
+/** `process/closed` notification. */
+export interface ProcessClosedNotification {
+  /** The process. */
+  processId: string;
+  /** Sequence number (the last one). */
+  seq: number;
+}
+
+// ---------------------------------------------------------------------------
+// Files
+
+/** Params of `fs/readFile`. */
+export interface FsReadFileParams {
+  /** File (`file:` URI). */
+  path: string;
+  /** Follow a final symlink (default true). */
+  followSymlinks?: boolean;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** Result of `fs/readFile`. */
+export interface FsReadFileResult {
+  /** Contents (base64). */
+  dataBase64: string;
+}
+
+/** Params of `fs/writeFile`. */
+export interface FsWriteFileParams {
+  /** File (`file:` URI). */
+  path: string;
+  /** Contents (base64). */
+  dataBase64: string;
+  /** Follow a final symlink (default true). */
+  followSymlinks?: boolean;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** Params of `fs/createDirectory`. */
+export interface FsCreateDirectoryParams {
+  /** Directory (`file:` URI). */
+  path: string;
+  /** Create parents; an existing directory is fine (default true). */
+  recursive?: boolean;
+  /** Follow symlinks (default true). */
+  followSymlinks?: boolean;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** Params of `fs/getMetadata`. */
+export interface FsGetMetadataParams {
+  /** Path (`file:` URI). */
+  path: string;
+  /** Describe the target of a symlink (default true). */
+  followSymlinks?: boolean;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** Result of `fs/getMetadata`. */
+export interface FsMetadata {
+  /** Is a directory. */
+  isDirectory: boolean;
+  /** Is a regular file. */
+  isFile: boolean;
+  /** The path itself is a symlink. */
+  isSymlink: boolean;
+  /** Size in bytes. */
+  size: number;
+  /** Birth time (ms since epoch; 0 when unknown). */
+  createdAtMs: number;
+  /** Modification time (ms since epoch). */
+  modifiedAtMs: number;
+}
+
+/** Params of `fs/canonicalize`. */
+export interface FsCanonicalizeParams {
+  /** Path (`file:` URI). */
+  path: string;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** Result of `fs/canonicalize`. */
+export interface FsCanonicalizeResult {
+  /** Resolved path (`file:` URI). */
+  path: string;
+}
+
+/** Params of `fs/readDirectory`. */
+export interface FsReadDirectoryParams {
+  /** Directory (`file:` URI). */
+  path: string;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** One directory entry. */
+export interface FsDirectoryEntry {
+  /** Entry name. */
+  fileName: string;
+  /** Is (or links to) a directory. */
+  isDirectory: boolean;
+  /** Is (or links to) a regular file. */
+  isFile: boolean;
+}
+
+/** Result of `fs/readDirectory`. */
+export interface FsReadDirectoryResult {
+  /** Entries in directory order. */
+  entries: FsDirectoryEntry[];
+}
+
+/** Params of `fs/remove`. */
+export interface FsRemoveParams {
+  /** Path (`file:` URI). */
+  path: string;
+  /** Remove directories with their contents (default true). */
+  recursive?: boolean;
+  /** A missing path is not an error (default true). */
+  force?: boolean;
+  /** Follow symlinks in the path (default true). */
+  followSymlinks?: boolean;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** Params of `fs/copy`. */
+export interface FsCopyParams {
+  /** Source (`file:` URI). */
+  sourcePath: string;
+  /** Destination (`file:` URI). */
+  destinationPath: string;
+  /** Required for directories. */
+  recursive: boolean;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** Mode of a file handle. */
+export type FsOpenMode = "read" | "replace";
+
+/** Params of `fs/open`. */
+export interface FsOpenParams {
+  /** Client-chosen id (≤ 32 bytes). */
+  handleId: string;
+  /** File (`file:` URI). */
+  path: string;
+  /** `read` (default) or `replace` (create or truncate for writing). */
+  mode?: FsOpenMode;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** Result of `fs/open`. */
+export interface FsOpenResult {
+  /** The id. */
+  handleId: string;
+}
+
+/** Params of `fs/readBlock`. */
+export interface FsReadBlockParams {
+  /** Handle. */
+  handleId: string;
+  /** Byte offset. */
+  offset: number;
+  /** Bytes to read (1 to 1 MiB). */
+  len: number;
+}
+
+/** Result of `fs/readBlock`. */
+export interface FsReadBlockResult {
+  /** Bytes read (base64). */
+  chunk: string;
+  /** Fewer than `len` bytes were available. */
+  eof: boolean;
+}
+
+/** Params of `fs/writeBlock`. */
+export interface FsWriteBlockParams {
+  /** Handle opened with `mode: "replace"`. */
+  handleId: string;
+  /** Byte offset. */
+  offset: number;
+  /** Bytes (base64, 1 byte to 1 MiB decoded). */
+  chunk: string;
+}
+
+/** Params of `fs/close`. */
+export interface FsCloseParams {
+  /** Handle. */
+  handleId: string;
+}
+
+/** Limits of `fs/walk`. */
+export interface FsWalkOptions {
+  /** Deepest level listed (≤ 64). */
+  maxDepth: number;
+  /** Directories descended (≤ 10 000). */
+  maxDirectories: number;
+  /** Entries listed (≤ 50 000). */
+  maxEntries: number;
+  /** List and descend symlinks to directories. */
+  followDirectorySymlinks: boolean;
+  /** List hidden directories without descending. */
+  pruneHiddenDirectories: boolean;
+}
+
+/** Params of `fs/walk`. */
+export interface FsWalkParams {
+  /** Root (`file:` URI). */
+  path: string;
+  /** Limits. */
+  options: FsWalkOptions;
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** One `fs/walk` entry. */
+export interface FsWalkEntry {
+  /** Path (`file:` URI). */
+  path: string;
+  /** Kind. */
+  kind: "directory" | "file";
+}
+
+/** A directory `fs/walk` could not read. */
+export interface FsWalkError {
+  /** Path (`file:` URI). */
+  path: string;
+  /** Why. */
+  message: string;
+}
+
+/** Result of `fs/walk`. */
+export interface FsWalkResult {
+  /** Entries, breadth-first, sorted by name within a directory. */
+  entries: FsWalkEntry[];
+  /** Unreadable directories. */
+  errors: FsWalkError[];
+  /** A limit stopped the walk. */
+  truncated: boolean;
+}
+
+/** Params of `fs/watchMissing`. */
+export interface FsWatchMissingParams {
+  /** Strictly increasing per connection. */
+  watchId: number;
+  /** Paths (`file:` URIs) expected to appear. */
+  missing: string[];
+  /** Sandbox (must be null or absent). */
+  sandbox?: unknown;
+}
+
+/** Result of `fs/watchMissing`. */
+export interface FsWatchMissingResult {
+  /** A watch is now active. */
+  watching: boolean;
+}
+
+/** `fs/missingChanged` notification. */
+export interface FsMissingChangedNotification {
+  /** The watch that fired. */
+  watchId: number;
+}
+
+// ---------------------------------------------------------------------------
+// HTTP
+
+/** One request header. */
+export interface HttpHeaderParam {
+  /** Header name. */
+  name: string;
+  /** Value (prefix when `valueEnvVar` is set). */
+  value: string;
+  /** Append the value of this server environment variable. */
+  valueEnvVar?: string | null;
+}
+
+/** Params of `http/request`. */
+export interface HttpRequestParams {
+  /** Method, sent as given. */
+  method: string;
+  /** Absolute `http(s)` URL. */
+  url: string;
+  /** Ordered headers, repeats kept. */
+  headers?: HttpHeaderParam[];
+  /** Body (base64). */
+  bodyBase64?: string | null;
+  /** Deadline for the whole exchange (milliseconds). */
+  timeoutMs?: number | null;
+  /** `follow` (default) or `stop`. */
+  redirectPolicy?: "follow" | "stop";
+  /** Stream id for body deltas. */
+  requestId: string;
+  /** Deliver the body as `http/request/bodyDelta` notifications. */
+  streamResponse?: boolean;
+}
+
+/** One response header. */
+export interface HttpHeader {
+  /** Lower-case name. */
+  name: string;
+  /** Value. */
+  value: string;
+}
+
+/** Result of `http/request`. */
+export interface HttpResponseResult {
+  /** Status code. */
+  status: number;
+  /** Headers in order. */
+  headers: HttpHeader[];
+  /** Body (base64; empty when streamed). */
+  bodyBase64: string;
+}
+
+/** `http/request/bodyDelta` notification. */
+export interface HttpBodyDeltaNotification {
+  /** The stream. */
+  requestId: string;
+  /** From 1. */
+  seq: number;
+  /** Bytes (base64). */
+  deltaBase64: string;
+  /** Last delta. */
+  done: boolean;
+  /** Failure message on the last delta, else null. */
+  error: string | null;
+}

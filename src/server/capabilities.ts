@@ -1,0 +1,46 @@
+/**
+ * The capabilities this server advertises, derived from what is actually
+ * registered, so a flag can never claim an unimplemented method.
+ * Codex-specific features are `false`.
+ *
+ * @module
+ */
+
+import { Method } from "../protocol/methods.ts";
+import type { Capabilities } from "../protocol/types.ts";
+
+/** Runtime facts that decide some flags. */
+export interface CapabilityInputs {
+  /** Names of the registered methods. */
+  readonly methods: ReadonlySet<string>;
+  /** A PTY backend is available for `tty: true`. */
+  readonly tty: boolean;
+}
+
+/** Builds the capability flags for `environment/info`. */
+export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
+  const has = (method: string) => inputs.methods.has(method);
+  const processes = has(Method.ProcessStart);
+  return {
+    networkProxyLaunch: false,
+    networkProxyReviewDomains: false,
+    credentialMasking: false,
+    credentialMaskingCustomProviders: false,
+    capabilityDiscoverySandbox: false,
+    fsWatchMissing: has(Method.FsWatchMissing),
+    capabilityDiscoveryV2: false,
+    environmentConfigRead: false,
+    httpHeaderEnvVars: has(Method.HttpRequest),
+    sandboxedFileStreaming: false,
+    fileWriteStreaming: has(Method.FsWriteBlock),
+    shellSnapshotV2: false,
+    windowsMxc: false,
+    tty: processes && inputs.tty,
+    ptyResize: processes && inputs.tty && has(Method.ProcessResize),
+    extendedSignals: processes,
+    terminateGrace: processes,
+    closeStdin: has(Method.ProcessCloseStdin),
+    losslessOutput: processes,
+    httpBodyLimit: has(Method.HttpRequest),
+  };
+}

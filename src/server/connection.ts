@@ -1,0 +1,165 @@
+/**
+ * One client connection to the server: the handshake and its gating, the
+ * method table, per-connection resources, and what happens to the session
+ * when the connection ends (stdio: terminated; WebSocket: detached).
+ *
+ * @module
+ */
+
+import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
+import { type RequestContext, RpcPeer } from "../jsonrpc/peer.ts";
+import { decodeParams } from "../protocol/decode.ts";
+import { initializeParams } from "../protocol/decoders.ts";
+import { invalidRequest, methodNotFound } from "../protocol/errors.ts";
+import { ClientNotification, CONTROL_METHODS, Method, methodFamily } from "../protocol/methods.ts";
+import type { InitializeResult } from "../protocol/types.ts";
+import type { Logger } from "../log/logger.ts";
+import type { ExecServer } from "./exec_server.ts";
+import type { MethodTable } from "./handler.ts";
+import { ResourceScope } from "./resource_scope.ts";
+import { settleWithin } from "../util/async.ts";
+import type { Session, SessionAttachment } from "./session.ts";
+
+/** What a connection's end does to its session. */
+export type DisconnectPolicy = "terminate" | "detach";
+
+/** Options for {@linkcode ServerConnection}. */
+export interface ServerConnectionOptions {
+  /** `terminate` (stdio) or `detach` (WebSocket, resumable). */
+  readonly onDisconnect: DisconnectPolicy;
+}
+
+const DRAIN_TIMEOUT_MS = 2000;
+
+type HandshakeState = "awaiting-initialize" | "awaiting-initialized" | "ready";
+
+/** See the module documentation. */
+export class ServerConnection {
+  /** The JSON-RPC peer. */
+  readonly peer: RpcPeer;
+  /** File handles, HTTP streams and watches of this connection. */
+  readonly resources: ResourceScope = new ResourceScope();
+  /** Resolves after the connection ended and its resources were released. */
+  readonly closed: Promise<CloseInfo>;
+
+  #server: ExecServer;
+  #methods: MethodTable;
+  #state: HandshakeState = "awaiting-initialize";
+  #session: Session | null = null;
+  #logger: Logger;
+  #options: ServerConnectionOptions;
+
+  /** Starts serving `connection`. */
+  constructor(
+    server: ExecServer,
+    connection: Connection,
+    methods: MethodTable,
+    options: ServerConnectionOptions,
+  ) {
+    this.#server = server;
+    this.#methods = methods;
+    this.#options = options;
+    this.#logger = server.logger.child({ connection: connection.label });
+    this.peer = new RpcPeer(connection, {
+      onRequest: (method, params, ctx) => this.#onRequest(method, params, ctx),
+      onNotification: (method) => this.#onNotification(method),
+      concurrency: server.options.concurrency,
+      laneOf: (method) => CONTROL_METHODS.has(method) ? "control" : "ordinary",
+      inline: () => this.#state !== "ready",
+      logger: this.#logger,
+    });
+    this.closed = this.peer.closed.then(async (info) => {
+      this.#logger.info("connection.closed", { reason: info.reason });
+      // Handlers see the abort signal; give them a moment to answer, then
+      // flush what is queued before releasing anything.
+      await settleWithin(this.peer.drain(), DRAIN_TIMEOUT_MS);
+      await this.peer.flushAndClose(DRAIN_TIMEOUT_MS);
+      await this.resources.dispose();
+      const session = this.#session;
+      if (session) {
+        if (this.#options.onDisconnect === "terminate") {
+          await server.sessions.terminate(session);
+        } else {
+          session.detach();
+        }
+      }
+      return info;
+    });
+    this.#logger.info("connection.opened");
+  }
+
+  /** The attached session, once initialized. */
+  get session(): Session | null {
+    return this.#session;
+  }
+
+  /** Ends the connection. */
+  close(reason?: string): void {
+    this.peer.close(reason);
+  }
+
+  #attachment(): SessionAttachment {
+    const peer = this.peer;
+    return {
+      label: peer.connection.label,
+      notify: (method, params) => peer.notify(method, params),
+      ready: () => (peer.congested ? peer.ready : null),
+    };
+  }
+
+  #initialize(params: unknown): InitializeResult {
+    if (this.#state !== "awaiting-initialize") {
+      throw invalidRequest("initialize may only be sent once per connection");
+    }
+    const p = decodeParams(initializeParams, params);
+    const sessions = this.#server.sessions;
+    const session = p.resumeSessionId != null
+      ? sessions.resume(p.resumeSessionId, this.#attachment())
+      : sessions.create(this.#attachment());
+    this.#session = session;
+    this.#state = "awaiting-initialized";
+    this.#logger.info("connection.initialized", {
+      clientName: p.clientName,
+      sessionId: session.id,
+      resumed: p.resumeSessionId != null,
+    });
+    return { sessionId: session.id, environmentInfo: this.#server.environmentInfo };
+  }
+
+  #onRequest(method: string, params: unknown, rpc: RequestContext): unknown {
+    if (method === Method.Initialize) return this.#initialize(params);
+    const spec = this.#methods[method];
+    if (!spec) throw methodNotFound(method);
+    if (this.#state === "awaiting-initialize") {
+      throw invalidRequest(
+        `client must call initialize before using ${methodFamily(method)} methods`,
+      );
+    }
+    if (this.#state === "awaiting-initialized") {
+      throw invalidRequest(
+        `client must send initialized before using ${methodFamily(method)} methods`,
+      );
+    }
+    const decoded = decodeParams(spec.decode, params);
+    return spec.handle(decoded, {
+      server: this.#server,
+      connection: this,
+      session: this.#session!,
+      rpc,
+    });
+  }
+
+  #onNotification(method: string): void {
+    if (method === ClientNotification.Initialized) {
+      if (this.#state === "awaiting-initialized") {
+        this.#state = "ready";
+      } else if (this.#state === "awaiting-initialize") {
+        this.#logger.warn("connection.initialized_before_initialize");
+      }
+      return;
+    }
+    // JSON-RPC says unknown notifications are ignored (the reference closes
+    // the connection instead).
+    this.#logger.warn("connection.unknown_notification", { method });
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Serving one connection over stdin/stdout. Logs never go to stdout. At
+ * EOF (or an over-long line, or invalid UTF-8) the session's processes are
+ * killed and the returned promise resolves.
+ *
+ * @module
+ */
+
+import type { CloseInfo } from "../jsonrpc/connection.ts";
+import { ndjsonConnection } from "../jsonrpc/ndjson.ts";
+import type { ExecServer } from "./exec_server.ts";
+
+/** Options for {@linkcode serveStdio}. */
+export interface StdioServeOptions {
+  /** Input bytes. Default: `Deno.stdin.readable`. */
+  readonly input?: ReadableStream<Uint8Array>;
+  /** Output bytes. Default: `Deno.stdout.writable`. */
+  readonly output?: WritableStream<Uint8Array>;
+}
+
+/** Serves `server` over stdio until the input ends. */
+export async function serveStdio(
+  server: ExecServer,
+  options: StdioServeOptions = {},
+): Promise<CloseInfo> {
+  const connection = ndjsonConnection(
+    options.input ?? Deno.stdin.readable,
+    options.output ?? Deno.stdout.writable,
+    { label: "stdio", parseErrorPrefix: "failed to parse JSON-RPC message from exec-server stdio" },
+  );
+  const served = server.serve(connection, "terminate");
+  return await served.closed;
+}

@@ -1,0 +1,186 @@
+/**
+ * The WebSocket listener (`--listen ws://IP:PORT`), on `Deno.listen`.
+ *
+ * Routes as the reference: any request carrying `Origin` → 403 (before
+ * anything else); `GET|HEAD /readyz` → 200 without auth (other methods
+ * 405); `/` upgrades (400 without upgrade headers, 401 when auth fails);
+ * anything else 404. Each upgraded socket is one connection whose session
+ * is detached, not killed, when it drops.
+ *
+ * The WebSocket protocol itself is implemented in `src/jsonrpc/websocket`
+ * rather than with `Deno.upgradeWebSocket`, whose server sockets cannot
+ * send a ping without also closing peers that do not answer, expose no
+ * frame-level limit, and give no backpressure.
+ *
+ * @module
+ */
+
+import { type Logger } from "../log/logger.ts";
+import { webSocketConnection } from "../jsonrpc/websocket/adapter.ts";
+import {
+  acceptWebSocket,
+  upgradeProblem,
+  type WebSocketLimits,
+} from "../jsonrpc/websocket/handshake.ts";
+import { encodeResponse, HttpHeadError, readHead } from "../jsonrpc/websocket/http1.ts";
+import type { ExecServer } from "./exec_server.ts";
+import { checkWebSocketAuth, type WebSocketAuth } from "./ws_auth.ts";
+
+/** Options for {@linkcode listenWebSocket}. */
+export interface WebSocketListenOptions {
+  /** IP literal to bind (IPv4, or IPv6 without brackets). */
+  readonly hostname: string;
+  /** Port; 0 picks a free one. */
+  readonly port: number;
+  /** Upgrade authentication. Default none. */
+  readonly auth?: WebSocketAuth;
+  /** Allow a non-loopback bind without authentication. */
+  readonly allowUnauthenticated?: boolean;
+  /** Frame/message limits and ping interval. */
+  readonly limits?: WebSocketLimits;
+}
+
+/** A running WebSocket listener. */
+export interface WebSocketListener {
+  /** The bound URL, e.g. `ws://127.0.0.1:41535`. */
+  readonly url: string;
+  /** The bound address. */
+  readonly addr: Deno.NetAddr;
+  /** Stops accepting and closes every socket (sessions are not killed). */
+  close(): Promise<void>;
+  /** Same as {@linkcode close}. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** True for 127.0.0.0/8 and ::1. */
+export function isLoopback(hostname: string): boolean {
+  return /^127\.\d+\.\d+\.\d+$/.test(hostname) || hostname === "::1" ||
+    hostname === "::ffff:127.0.0.1";
+}
+
+/** Formats `ws://host:port` with IPv6 brackets. */
+export function formatWsUrl(addr: Deno.NetAddr): string {
+  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  return `ws://${host}:${addr.port}`;
+}
+
+/** Starts listening; throws when the address is refused or cannot be bound. */
+export function listenWebSocket(
+  server: ExecServer,
+  options: WebSocketListenOptions,
+): WebSocketListener {
+  const auth = options.auth ?? { mode: "none" };
+  if (auth.mode === "none" && !isLoopback(options.hostname) && !options.allowUnauthenticated) {
+    throw new Error(
+      `refusing to listen on non-loopback address ${options.hostname} without --ws-auth; ` +
+        "pass --allow-unauthenticated to accept unauthenticated connections from the network",
+    );
+  }
+  const listener = Deno.listen({
+    hostname: options.hostname,
+    port: options.port,
+    transport: "tcp",
+  });
+  const addr = listener.addr as Deno.NetAddr;
+  const url = formatWsUrl(addr);
+  const logger = server.logger.child({ listener: url });
+  const sockets = new Set<Deno.Conn>();
+  const handling = new Set<Promise<void>>();
+
+  const acceptLoop = (async () => {
+    for (;;) {
+      let conn: Deno.Conn;
+      try {
+        conn = await listener.accept();
+      } catch (error) {
+        if (error instanceof Deno.errors.BadResource || error instanceof Deno.errors.Interrupted) {
+          break;
+        }
+        logger.warn("ws.accept_failed", { error });
+        continue;
+      }
+      sockets.add(conn);
+      const task = handleSocket(server, conn, auth, options.limits ?? {}, logger)
+        .catch((error) => logger.warn("ws.socket_failed", { error }));
+      handling.add(task);
+      task.finally(() => handling.delete(task));
+    }
+  })();
+
+  async function handleSocket(
+    server: ExecServer,
+    conn: Deno.Conn,
+    auth: WebSocketAuth,
+    limits: WebSocketLimits,
+    logger: Logger,
+  ): Promise<void> {
+    const remote = conn.remoteAddr as Deno.NetAddr;
+    const peerLabel = `${
+      remote.hostname.includes(":") ? `[${remote.hostname}]` : remote.hostname
+    }:${remote.port}`;
+    const reader = conn.readable.getReader();
+    const writer = conn.writable.getWriter();
+    const respond = async (status: number, headers: Record<string, string> = {}, body = "") => {
+      await writer.write(encodeResponse(status, headers, body)).catch(() => {});
+      await writer.close().catch(() => {});
+      reader.cancel().catch(() => {});
+      sockets.delete(conn);
+      try {
+        conn.close();
+      } catch { /* closed */ }
+    };
+    let head;
+    try {
+      head = await readHead(reader);
+    } catch (error) {
+      if (error instanceof HttpHeadError) return respond(error.status, {}, error.message);
+      return respond(400);
+    }
+    const [method, target] = head.startLine;
+    const path = target.split("?")[0];
+    if (head.headers.has("origin")) return respond(403);
+    if (path === "/readyz") {
+      if (method === "GET" || method === "HEAD") return respond(200);
+      return respond(405, { allow: "GET,HEAD" });
+    }
+    if (path !== "/") return respond(404);
+    const problem = upgradeProblem(head);
+    if (problem) {
+      return respond(problem.status, { "content-type": "text/plain; charset=utf-8" }, problem.body);
+    }
+    const denied = await checkWebSocketAuth(auth, head.headers);
+    if (denied !== null) {
+      logger.info("ws.unauthorized", { peer: peerLabel, reason: denied });
+      return respond(401, { "content-type": "text/plain; charset=utf-8" }, denied);
+    }
+    const channel = await acceptWebSocket(conn, writer, reader, head, limits);
+    const connection = webSocketConnection(channel, {
+      label: `ws ${peerLabel}`,
+      parseErrorPrefix:
+        `failed to parse websocket JSON-RPC message from exec-server websocket ${peerLabel}`,
+    });
+    const served = server.serve(connection, "detach");
+    await served.closed;
+    sockets.delete(conn);
+  }
+
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    closing ??= (async () => {
+      try {
+        listener.close();
+      } catch { /* closed */ }
+      await acceptLoop;
+      for (const socket of sockets) {
+        try {
+          socket.close();
+        } catch { /* closed */ }
+      }
+      sockets.clear();
+      await Promise.allSettled([...handling]);
+    })();
+    return closing;
+  };
+
+  return { url, addr, close, [Symbol.asyncDispose]: close };
+}

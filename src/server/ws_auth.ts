@@ -1,0 +1,172 @@
+/**
+ * WebSocket upgrade authentication, as the reference does it (protocol
+ * §2.4): a Bearer token in the `Authorization` header, checked either
+ * against a SHA-256 digest in constant time (`capability-token`) or as an
+ * HS256 JWT with `exp`, optional `nbf`, issuer and audience
+ * (`signed-bearer-token`). Tokens are never logged.
+ *
+ * @module
+ */
+
+/** No authentication. */
+export interface NoAuth {
+  /** Mode. */
+  readonly mode: "none";
+}
+
+/** A shared capability token, stored only as its SHA-256 digest. */
+export interface CapabilityTokenAuth {
+  /** Mode. */
+  readonly mode: "capability-token";
+  /** SHA-256 of the token (32 bytes). */
+  readonly tokenSha256: Uint8Array;
+}
+
+/** HS256-signed JWT bearer tokens. */
+export interface SignedBearerTokenAuth {
+  /** Mode. */
+  readonly mode: "signed-bearer-token";
+  /** The shared secret (at least 32 bytes). */
+  readonly secret: Uint8Array;
+  /** Required `iss`, when set. */
+  readonly issuer?: string;
+  /** Required member of `aud`, when set. */
+  readonly audience?: string;
+  /** Tolerance for `exp` and `nbf`, in seconds. Default 30. */
+  readonly maxClockSkewSeconds?: number;
+}
+
+/** How WebSocket upgrades are authenticated. */
+export type WebSocketAuth = NoAuth | CapabilityTokenAuth | SignedBearerTokenAuth;
+
+const encoder = new TextEncoder();
+
+/** SHA-256 of a string. */
+export async function sha256(text: string): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
+}
+
+/** Compares two byte arrays in time independent of where they differ. */
+export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
+  return diff === 0;
+}
+
+/** Extracts the token of `Authorization: Bearer <token>`, or the 401 message. */
+export function bearerToken(headers: Headers): { token: string } | { error: string } {
+  const value = headers.get("authorization");
+  if (value === null) return { error: "missing websocket bearer token" };
+  const match = /^\s*(\S+)\s+(.*)$/.exec(value);
+  if (!match || match[1]!.toLowerCase() !== "bearer" || match[2]!.trim() === "") {
+    return { error: "invalid authorization header" };
+  }
+  return { token: match[2]!.trim() };
+}
+
+function base64UrlDecode(s: string): Uint8Array | null {
+  if (!/^[A-Za-z0-9_-]*$/.test(s)) return null;
+  try {
+    return Uint8Array.fromBase64(s, { alphabet: "base64url", lastChunkHandling: "loose" });
+  } catch {
+    return null;
+  }
+}
+
+function parseJsonPart(s: string): Record<string, unknown> | null {
+  const bytes = base64UrlDecode(s);
+  if (bytes === null) return null;
+  try {
+    const value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    return value !== null && typeof value === "object" && !Array.isArray(value) ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Verifies an HS256 JWT; returns null when valid, else the 401 message.
+ * `nowSeconds` is injectable for tests.
+ */
+export async function verifyJwt(
+  token: string,
+  auth: SignedBearerTokenAuth,
+  nowSeconds: number = Date.now() / 1000,
+): Promise<string | null> {
+  const invalid = "invalid websocket jwt";
+  const parts = token.split(".");
+  if (parts.length !== 3) return invalid;
+  const [h, p, s] = parts as [string, string, string];
+  const header = parseJsonPart(h);
+  const payload = parseJsonPart(p);
+  const signature = base64UrlDecode(s);
+  if (header === null || payload === null || signature === null) return invalid;
+  if (header.alg !== "HS256") return invalid;
+  const key = await crypto.subtle.importKey(
+    "raw",
+    auth.secret as Uint8Array<ArrayBuffer>,
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["verify"],
+  );
+  const ok = await crypto.subtle.verify(
+    "HMAC",
+    key,
+    signature as Uint8Array<ArrayBuffer>,
+    encoder.encode(`${h}.${p}`),
+  );
+  if (!ok) return invalid;
+  const skew = auth.maxClockSkewSeconds ?? 30;
+  if (typeof payload.exp !== "number") return invalid;
+  if (nowSeconds > payload.exp + skew) return "expired websocket jwt";
+  if (payload.nbf !== undefined) {
+    if (typeof payload.nbf !== "number") return invalid;
+    if (nowSeconds < payload.nbf - skew) return "websocket jwt is not valid yet";
+  }
+  if (auth.issuer !== undefined && payload.iss !== auth.issuer) {
+    return "websocket jwt issuer mismatch";
+  }
+  if (auth.audience !== undefined) {
+    const aud = payload.aud;
+    const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud : [];
+    if (!audiences.includes(auth.audience)) return "websocket jwt audience mismatch";
+  }
+  return null;
+}
+
+/** Checks an upgrade request; returns null when allowed, else the 401 message. */
+export async function checkWebSocketAuth(
+  auth: WebSocketAuth,
+  headers: Headers,
+): Promise<string | null> {
+  if (auth.mode === "none") return null;
+  const bearer = bearerToken(headers);
+  if ("error" in bearer) return bearer.error;
+  if (auth.mode === "capability-token") {
+    return constantTimeEqual(await sha256(bearer.token), auth.tokenSha256)
+      ? null
+      : "invalid websocket bearer token";
+  }
+  return await verifyJwt(bearer.token, auth);
+}
+
+/** Signs an HS256 JWT (for clients and tests). */
+export async function signJwt(
+  payload: Record<string, unknown>,
+  secret: Uint8Array,
+  header: Record<string, unknown> = { alg: "HS256", typ: "JWT" },
+): Promise<string> {
+  const b64 = (bytes: Uint8Array) => bytes.toBase64({ alphabet: "base64url", omitPadding: true });
+  const h = b64(encoder.encode(JSON.stringify(header)));
+  const p = b64(encoder.encode(JSON.stringify(payload)));
+  const key = await crypto.subtle.importKey(
+    "raw",
+    secret as Uint8Array<ArrayBuffer>,
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const sig = new Uint8Array(await crypto.subtle.sign("HMAC", key, encoder.encode(`${h}.${p}`)));
+  return `${h}.${p}.${b64(sig)}`;
+}
