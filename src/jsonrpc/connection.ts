@@ -74,14 +74,15 @@ function combine(pieces: OutputPiece[]): Uint8Array {
  *
  * Memory is bounded: once more than `highWaterMark` bytes wait, `write`
  * blocks until the transport has taken them, which propagates backpressure
- * to every producer awaiting the writer's `ready`.
+ * to every producer awaiting the writer's `ready`. `fail` errors the stream
+ * immediately when the transport dies.
  */
 export function createBatchingSink(
   encode: (msg: JsonRpcMessage) => OutputPiece | OutputPiece[],
   writeBytes: (bytes: Uint8Array) => Promise<void>,
   close: () => Promise<void>,
   options: BatchingSinkOptions = {},
-): UnderlyingSink<JsonRpcMessage> {
+): { sink: UnderlyingSink<JsonRpcMessage>; fail: (error: unknown) => void } {
   const high = options.highWaterMark ?? 1024 * 1024;
   let pieces: OutputPiece[] = [];
   let backlog = 0;
@@ -113,7 +114,11 @@ export function createBatchingSink(
     }
   }
 
-  return {
+  let controller: WritableStreamDefaultController | null = null;
+  const sink: UnderlyingSink<JsonRpcMessage> = {
+    start(c) {
+      controller = c;
+    },
     async write(msg) {
       if (failure !== null) throw failure;
       const encoded = encode(msg);
@@ -142,6 +147,17 @@ export function createBatchingSink(
       await close().catch(() => {});
     },
   };
+  /** Errors the stream at once (the transport is gone). */
+  const fail = (error: unknown) => {
+    if (failure === null) failure = error;
+    pieces = [];
+    drained?.reject(error);
+    drained = null;
+    try {
+      controller?.error(error);
+    } catch { /* already errored or closed */ }
+  };
+  return { sink, fail };
 }
 
 /** Resolves the first time it is called with a reason; later calls are no-ops. */

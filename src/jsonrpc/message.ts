@@ -128,6 +128,9 @@ function describeType(v: unknown): string {
 /** Normalises a parsed id; returns an error string when it is not valid. */
 function normaliseId(raw: unknown, source: string | undefined): RequestId | string[] {
   if (typeof raw === "string") return raw;
+  if (typeof raw === "number" && source === undefined) {
+    return Number.isSafeInteger(raw) ? raw : [ID_MISMATCH];
+  }
   if (typeof raw === "number" && source !== undefined && /^-?\d+$/.test(source)) {
     if (Number.isSafeInteger(raw)) return raw;
     const big = BigInt(source);
@@ -166,7 +169,7 @@ export function classifyMessage(
     if ("params" in obj) msg.params = obj.params;
     return msg as JsonRpcMessage;
   }
-  if (id === undefined) return "missing field `method`";
+  if (id === undefined) return "missing field `error`";
   if ("result" in obj) return { id, result: obj.result };
   if ("error" in obj) {
     const e = obj.error;

@@ -169,18 +169,20 @@ export function ndjsonConnection(
     },
   }, { highWaterMark: 0 });
 
-  const writable = new WritableStream(
-    createBatchingSink(
-      (msg) => encodeMessage(msg) + "\n",
-      (bytes) => writer.write(bytes),
-      async () => {
-        await writer.close().catch(() => {});
-      },
-      { highWaterMark: options.outputHighWaterMark },
-    ),
+  const output$ = createBatchingSink(
+    (msg) => encodeMessage(msg) + "\n",
+    (bytes) => writer.write(bytes),
+    async () => {
+      await writer.close().catch(() => {});
+    },
+    { highWaterMark: options.outputHighWaterMark },
   );
+  const writable = new WritableStream(output$.sink);
 
-  writer.closed.catch((error) => finish({ reason: "output closed", error }));
+  writer.closed.catch((error) => {
+    output$.fail(error);
+    finish({ reason: "output closed", error });
+  });
 
   return {
     readable,

@@ -114,6 +114,7 @@ export class RpcPeer {
   #closeInfo: CloseInfo | null = null;
   #resolveClosed!: (info: CloseInfo) => void;
   #inFlight = new Set<Promise<void>>();
+  #outputClosed = false;
 
   /** Starts reading `connection` immediately. */
   constructor(connection: Connection, options: RpcPeerOptions = {}) {
@@ -123,9 +124,10 @@ export class RpcPeer {
     this.#concurrency = Math.max(1, options.concurrency ?? 32);
     this.#writer = connection.writable.getWriter();
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
-    this.#writer.closed.catch((error) =>
-      this.#shutdown({ reason: `write failed: ${(error as Error)?.message ?? error}`, error })
-    );
+    this.#writer.closed.catch((error) => {
+      this.#outputClosed = true;
+      this.#shutdown({ reason: `write failed: ${(error as Error)?.message ?? error}`, error });
+    });
     connection.closed.then((info) => this.#shutdown(info));
     this.#readLoop();
   }
@@ -157,7 +159,9 @@ export class RpcPeer {
    */
   send(message: JsonRpcMessage): Promise<boolean> {
     // Output may outlive input (a client that sends requests and then closes
-    // its end still gets the answers): only a failed or closed writer drops.
+    // its end still gets the answers): only a local close or a failed
+    // transport stops it.
+    if (this.#outputClosed) return Promise.resolve(false);
     return this.#writer.write(message).then(() => true, () => false);
   }
 
@@ -228,6 +232,7 @@ export class RpcPeer {
 
   /** Ends the connection; in-flight calls fail with `reason`. */
   close(reason = "closed locally"): void {
+    this.#outputClosed = true;
     this.connection.close(reason);
     this.#shutdown({ reason });
   }
@@ -239,6 +244,7 @@ export class RpcPeer {
 
   /** Flushes queued output and closes the outbound side. */
   async flushAndClose(timeoutMs = 5000): Promise<void> {
+    this.#outputClosed = true;
     await settleWithin(this.#writer.close(), timeoutMs);
   }
 

@@ -14,8 +14,7 @@ import { invalidRequest, methodNotFound } from "../protocol/errors.ts";
 import { ClientNotification, CONTROL_METHODS, Method, methodFamily } from "../protocol/methods.ts";
 import type { InitializeResult } from "../protocol/types.ts";
 import type { Logger } from "../log/logger.ts";
-import type { ExecServer } from "./exec_server.ts";
-import type { MethodTable } from "./handler.ts";
+import type { ServerState } from "./server_state.ts";
 import { ResourceScope } from "./resource_scope.ts";
 import { settleWithin } from "../util/async.ts";
 import type { Session, SessionAttachment } from "./session.ts";
@@ -42,22 +41,15 @@ export class ServerConnection {
   /** Resolves after the connection ended and its resources were released. */
   readonly closed: Promise<CloseInfo>;
 
-  #server: ExecServer;
-  #methods: MethodTable;
+  #server: ServerState;
   #state: HandshakeState = "awaiting-initialize";
   #session: Session | null = null;
   #logger: Logger;
   #options: ServerConnectionOptions;
 
   /** Starts serving `connection`. */
-  constructor(
-    server: ExecServer,
-    connection: Connection,
-    methods: MethodTable,
-    options: ServerConnectionOptions,
-  ) {
+  constructor(server: ServerState, connection: Connection, options: ServerConnectionOptions) {
     this.#server = server;
-    this.#methods = methods;
     this.#options = options;
     this.#logger = server.logger.child({ connection: connection.label });
     this.peer = new RpcPeer(connection, {
@@ -128,8 +120,10 @@ export class ServerConnection {
 
   #onRequest(method: string, params: unknown, rpc: RequestContext): unknown {
     if (method === Method.Initialize) return this.#initialize(params);
-    const spec = this.#methods[method];
+    const spec = this.#server.methods[method];
     if (!spec) throw methodNotFound(method);
+    // Like the reference: params are validated before the handshake gate.
+    const decoded = decodeParams(spec.decode, params);
     if (this.#state === "awaiting-initialize") {
       throw invalidRequest(
         `client must call initialize before using ${methodFamily(method)} methods`,
@@ -140,7 +134,6 @@ export class ServerConnection {
         `client must send initialized before using ${methodFamily(method)} methods`,
       );
     }
-    const decoded = decodeParams(spec.decode, params);
     return spec.handle(decoded, {
       server: this.#server,
       connection: this,

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Connection } from "../jsonrpc/connection.ts";
+import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
@@ -13,7 +13,10 @@ import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
 import { environmentInfo } from "./environment_info.ts";
 import type { MethodTable } from "./handler.ts";
 import { environmentMethods } from "./handlers/environment.ts";
+import type { ResolvedExecServerOptions, ServerState } from "./server_state.ts";
 import { SessionRegistry } from "./session_registry.ts";
+
+export type { ResolvedExecServerOptions } from "./server_state.ts";
 
 /** Options of an {@linkcode ExecServer}. */
 export interface ExecServerOptions {
@@ -29,53 +32,54 @@ export interface ExecServerOptions {
   readonly logger?: Logger;
 }
 
-/** Fully resolved options. */
-export interface ResolvedExecServerOptions {
-  /** Requests handled at once per connection and lane. */
-  readonly concurrency: number;
-  /** How long a closed process stays readable, in ms. */
-  readonly processRetentionMs: number;
-  /** How long a detached session may be resumed, in ms. */
-  readonly sessionTtlMs: number;
-  /** Cap on buffered `http/request` bodies, in bytes. */
-  readonly httpBodyLimitBytes: number;
+/** The registered methods. */
+function methodTable(): MethodTable {
+  return { ...environmentMethods };
 }
 
 /** See the module documentation. */
 export class ExecServer {
-  /** Resolved options. */
-  readonly options: ResolvedExecServerOptions;
-  /** Where the server logs. */
-  readonly logger: Logger;
-  /** Live sessions. */
-  readonly sessions: SessionRegistry;
-  /** What `environment/info` answers. */
-  readonly environmentInfo: EnvironmentInfo;
-
-  #methods: MethodTable;
+  #state: ServerState;
   #connections = new Set<ServerConnection>();
   #closed = false;
 
   /** Creates a server; it serves nothing until given connections. */
   constructor(options: ExecServerOptions = {}) {
-    this.options = {
+    const resolved: ResolvedExecServerOptions = {
       concurrency: options.concurrency ?? 32,
       processRetentionMs: options.processRetentionMs ?? 80_000,
       sessionTtlMs: options.sessionTtlMs ?? 80_000,
       httpBodyLimitBytes: options.httpBodyLimitBytes ?? 256 * 1024 * 1024,
     };
-    this.logger = options.logger ?? createLogger();
-    this.sessions = new SessionRegistry(
-      {
-        processRetentionMs: this.options.processRetentionMs,
-        sessionTtlMs: this.options.sessionTtlMs,
-      },
-      this.logger,
-    );
-    this.#methods = { ...environmentMethods };
-    this.environmentInfo = environmentInfo(
-      serverCapabilities({ methods: new Set(Object.keys(this.#methods)), tty: false }),
-    );
+    const logger = options.logger ?? createLogger();
+    const methods = methodTable();
+    this.#state = {
+      options: resolved,
+      logger,
+      methods,
+      sessions: new SessionRegistry(
+        { processRetentionMs: resolved.processRetentionMs, sessionTtlMs: resolved.sessionTtlMs },
+        logger,
+      ),
+      environmentInfo: environmentInfo(
+        serverCapabilities({ methods: new Set(Object.keys(methods)), tty: false }),
+      ),
+    };
+  }
+
+  /** Resolved options. */
+  get options(): ResolvedExecServerOptions {
+    return this.#state.options;
+  }
+
+  /** Where the server logs. */
+  get logger(): Logger {
+    return this.#state.logger;
+  }
+
+  /** What `environment/info` answers. */
+  get environmentInfo(): EnvironmentInfo {
+    return this.#state.environmentInfo;
   }
 
   /** Connections currently served. */
@@ -83,19 +87,24 @@ export class ExecServer {
     return this.#connections.size;
   }
 
+  /** Live sessions (attached or detached). */
+  get sessionCount(): number {
+    return this.#state.sessions.size;
+  }
+
   /**
-   * Serves one connection. With `detach` (WebSocket) its session survives a
-   * disconnect; with `terminate` (stdio) the session's processes are killed.
+   * Serves one connection; resolves when it has ended and been cleaned up.
+   * With `detach` (WebSocket) its session survives a disconnect and can be
+   * resumed; with `terminate` (stdio) the session's processes are killed.
    */
-  serve(connection: Connection, onDisconnect: DisconnectPolicy): ServerConnection {
+  serve(connection: Connection, onDisconnect: DisconnectPolicy): Promise<CloseInfo> {
     if (this.#closed) {
       connection.close("server is shutting down");
-      throw new Error("server is closed");
+      return Promise.resolve({ reason: "server is shutting down" });
     }
-    const served = new ServerConnection(this, connection, this.#methods, { onDisconnect });
+    const served = new ServerConnection(this.#state, connection, { onDisconnect });
     this.#connections.add(served);
-    served.closed.finally(() => this.#connections.delete(served));
-    return served;
+    return served.closed.finally(() => this.#connections.delete(served));
   }
 
   /** Closes every connection and kills every session's processes. */
@@ -104,7 +113,7 @@ export class ExecServer {
     const connections = [...this.#connections];
     for (const c of connections) c.close("server shutting down");
     await Promise.allSettled(connections.map((c) => c.closed));
-    await this.sessions.closeAll();
+    await this.#state.sessions.closeAll();
   }
 
   /** Same as {@linkcode close}. */

@@ -9,13 +9,13 @@
 import type { RequestContext } from "../jsonrpc/peer.ts";
 import type { Decoder } from "../protocol/decode.ts";
 import type { ServerConnection } from "./connection.ts";
-import type { ExecServer } from "./exec_server.ts";
+import type { ServerState } from "./server_state.ts";
 import type { Session } from "./session.ts";
 
 /** Everything a handler may use. */
 export interface HandlerContext {
   /** The server (options, logger, environment). */
-  readonly server: ExecServer;
+  readonly server: ServerState;
   /** The connection's own state (file handles, HTTP streams, watch). */
   readonly connection: ServerConnection;
   /** The session the connection is attached to. */

@@ -28,6 +28,5 @@ export async function serveStdio(
     options.output ?? Deno.stdout.writable,
     { label: "stdio", parseErrorPrefix: "failed to parse JSON-RPC message from exec-server stdio" },
   );
-  const served = server.serve(connection, "terminate");
-  return await served.closed;
+  return await server.serve(connection, "terminate");
 }

@@ -15,7 +15,7 @@
  * @module
  */
 
-import { type Logger } from "../log/logger.ts";
+import type { Logger } from "../log/logger.ts";
 import { webSocketConnection } from "../jsonrpc/websocket/adapter.ts";
 import {
   acceptWebSocket,
@@ -159,8 +159,7 @@ export function listenWebSocket(
       parseErrorPrefix:
         `failed to parse websocket JSON-RPC message from exec-server websocket ${peerLabel}`,
     });
-    const served = server.serve(connection, "detach");
-    await served.closed;
+    await server.serve(connection, "detach");
     sockets.delete(conn);
   }
 

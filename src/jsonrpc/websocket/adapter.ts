@@ -75,14 +75,14 @@ export function webSocketConnection(
     },
   }, { highWaterMark: 0 });
 
-  const writable = new WritableStream(
-    createBatchingSink(
-      (msg) => channel.encodeMessage(encodeMessage(msg)),
-      (bytes) => channel.writeRaw(bytes),
-      () => channel.close(),
-      { highWaterMark: options.outputHighWaterMark },
-    ),
+  const output = createBatchingSink(
+    (msg) => channel.encodeMessage(encodeMessage(msg)),
+    (bytes) => channel.writeRaw(bytes),
+    () => channel.close(),
+    { highWaterMark: options.outputHighWaterMark },
   );
+  const writable = new WritableStream(output.sink);
+  channel.closed.then(() => output.fail(new Error("WebSocket closed")));
 
   return {
     readable,

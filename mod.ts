@@ -1,0 +1,110 @@
+/**
+ * exec-server: execution and integration sidecar servers for coding agents.
+ *
+ * A harness drives an execution environment over JSON-RPC 2.0 (stdio or
+ * WebSocket), wire-compatible with the Codex exec-server protocol: start
+ * processes and stream their output, write stdin, signal and kill process
+ * trees, read and write files, make HTTP requests from inside the
+ * environment.
+ *
+ * Serve over stdio:
+ *
+ * ```ts ignore
+ * import { ExecServer, serveStdio } from "jsr:@org/exec-server";
+ *
+ * await using server = new ExecServer();
+ * await serveStdio(server);
+ * ```
+ *
+ * Serve over WebSocket:
+ *
+ * ```ts ignore
+ * import { ExecServer, listenWebSocket } from "jsr:@org/exec-server";
+ *
+ * const server = new ExecServer();
+ * const listener = listenWebSocket(server, { hostname: "127.0.0.1", port: 0 });
+ * console.log(listener.url);
+ * ```
+ *
+ * @module
+ */
+
+export { VERSION } from "./src/version.ts";
+
+// Server
+export {
+  ExecServer,
+  type ExecServerOptions,
+  type ResolvedExecServerOptions,
+} from "./src/server/exec_server.ts";
+export { serveStdio, type StdioServeOptions } from "./src/server/listen_stdio.ts";
+export {
+  listenWebSocket,
+  type WebSocketListener,
+  type WebSocketListenOptions,
+} from "./src/server/listen_ws.ts";
+export {
+  type CapabilityTokenAuth,
+  type NoAuth,
+  type SignedBearerTokenAuth,
+  signJwt,
+  type WebSocketAuth,
+} from "./src/server/ws_auth.ts";
+export type { DisconnectPolicy } from "./src/server/connection.ts";
+
+// JSON-RPC core
+export type { CloseInfo, Connection } from "./src/jsonrpc/connection.ts";
+export { ndjsonConnection, type NdjsonOptions } from "./src/jsonrpc/ndjson.ts";
+export {
+  webSocketConnection,
+  type WebSocketConnectionOptions,
+} from "./src/jsonrpc/websocket/adapter.ts";
+export {
+  connectWebSocket,
+  type ConnectWebSocketOptions,
+  WebSocketHandshakeError,
+  type WebSocketLimits,
+} from "./src/jsonrpc/websocket/handshake.ts";
+export {
+  type WebSocketChannel,
+  type WebSocketChannelOptions,
+  type WebSocketCloseInfo,
+  type WebSocketMessage,
+} from "./src/jsonrpc/websocket/channel.ts";
+export {
+  type CallOptions,
+  type NotificationHandler,
+  type RequestContext,
+  type RequestHandler,
+  RpcPeer,
+  type RpcPeerOptions,
+} from "./src/jsonrpc/peer.ts";
+export { ConnectionClosedError, JsonRpcCode, RpcError } from "./src/jsonrpc/errors.ts";
+export type {
+  IncomingMessage,
+  JsonRpcErrorObject,
+  JsonRpcFailure,
+  JsonRpcMessage,
+  JsonRpcNotification,
+  JsonRpcRequest,
+  JsonRpcSuccess,
+  MalformedMessage,
+  RequestId,
+} from "./src/jsonrpc/message.ts";
+export type { StrictJsonLimits } from "./src/jsonrpc/strict_json.ts";
+
+// Protocol
+export { ClientNotification, Method, ServerNotification } from "./src/protocol/methods.ts";
+export { ErrorCode } from "./src/protocol/errors.ts";
+export { pathToUri, toPathUri } from "./src/protocol/path_uri.ts";
+export type * from "./src/protocol/types.ts";
+
+// Logging
+export {
+  createLogger,
+  type LogFields,
+  type Logger,
+  type LoggerOptions,
+  type LogLevel,
+  nullLogger,
+} from "./src/log/logger.ts";

@@ -1,0 +1,38 @@
+/**
+ * What handlers and connections share: resolved options, the logger, the
+ * session registry, the method table and the environment description.
+ * Internal; the public surface is `ExecServer`.
+ *
+ * @module
+ */
+
+import type { Logger } from "../log/logger.ts";
+import type { EnvironmentInfo } from "../protocol/types.ts";
+import type { MethodTable } from "./handler.ts";
+import type { SessionRegistry } from "./session_registry.ts";
+
+/** Fully resolved server options. */
+export interface ResolvedExecServerOptions {
+  /** Requests handled at once per connection and lane. */
+  readonly concurrency: number;
+  /** How long a closed process stays readable, in ms. */
+  readonly processRetentionMs: number;
+  /** How long a detached session may be resumed, in ms. */
+  readonly sessionTtlMs: number;
+  /** Cap on buffered `http/request` bodies, in bytes. */
+  readonly httpBodyLimitBytes: number;
+}
+
+/** Shared server state (see the module documentation). */
+export interface ServerState {
+  /** Resolved options. */
+  readonly options: ResolvedExecServerOptions;
+  /** Where to log. */
+  readonly logger: Logger;
+  /** Live sessions. */
+  readonly sessions: SessionRegistry;
+  /** Every method. */
+  readonly methods: MethodTable;
+  /** What `environment/info` answers. */
+  readonly environmentInfo: EnvironmentInfo;
+}

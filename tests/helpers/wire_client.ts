@@ -1,0 +1,279 @@
+// A raw JSON-RPC test client that speaks newline-delimited JSON or WebSocket
+// text frames and shows exactly what is on the wire. It shares no framing
+// code with the package under test.
+
+import { ExecServer, type ExecServerOptions } from "../../src/server/exec_server.ts";
+import { serveStdio } from "../../src/server/listen_stdio.ts";
+import { createLogger, type Logger, nullLogger } from "../../src/log/logger.ts";
+
+// deno-lint-ignore no-explicit-any
+export type Msg = Record<string, any>;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export const CLI = new URL("../../cli.ts", import.meta.url).pathname;
+export const ROOT = new URL("../../", import.meta.url).pathname;
+
+/** Collects log lines in memory (to assert on them, e.g. that no secret appears). */
+export function memoryLogger(level: "debug" | "info" | "warn" = "debug"): {
+  logger: Logger;
+  lines: string[];
+} {
+  const lines: string[] = [];
+  return { logger: createLogger({ level, write: (l) => lines.push(l) }), lines };
+}
+
+export interface WireTransport {
+  sendRaw(data: string | Uint8Array): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class WireClient {
+  #messages: Msg[] = [];
+  #waiters: Array<() => void> = [];
+  #nextId = 1;
+  #ended = false;
+  readonly ended: Promise<void>;
+  #resolveEnded!: () => void;
+
+  constructor(readonly transport: WireTransport) {
+    this.ended = new Promise((r) => (this.#resolveEnded = r));
+  }
+
+  /** Feed one decoded message (called by the transport). */
+  push(msg: Msg): void {
+    this.#messages.push(msg);
+    for (const w of this.#waiters.splice(0)) w();
+  }
+
+  end(): void {
+    this.#ended = true;
+    this.#resolveEnded();
+    for (const w of this.#waiters.splice(0)) w();
+  }
+
+  get isEnded(): boolean {
+    return this.#ended;
+  }
+
+  /** Every message received so far (not consumed). */
+  get received(): readonly Msg[] {
+    return this.#messages;
+  }
+
+  send(msg: Msg | string): Promise<void> {
+    return this.transport.sendRaw(typeof msg === "string" ? msg : JSON.stringify(msg));
+  }
+
+  /** Waits for (and removes) the first message matching `pred`. */
+  async take(pred: (m: Msg) => boolean, timeoutMs = 10_000): Promise<Msg> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const i = this.#messages.findIndex(pred);
+      if (i !== -1) return this.#messages.splice(i, 1)[0]!;
+      if (this.#ended) throw new Error("connection ended while waiting for a message");
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new Error(`timed out; have: ${JSON.stringify(this.#messages).slice(0, 500)}`);
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((resolve) => {
+        this.#waiters.push(resolve);
+        timer = setTimeout(resolve, left);
+      });
+      clearTimeout(timer);
+    }
+  }
+
+  /** Sends a request and returns the whole response message. */
+  async call(method: string, params?: unknown, timeoutMs = 10_000): Promise<Msg> {
+    const id = this.#nextId++;
+    const msg: Msg = { id, method };
+    if (params !== undefined) msg.params = params;
+    await this.send(msg);
+    return await this.take((m) => m.id === id && !("method" in m), timeoutMs);
+  }
+
+  /** Sends a request; returns the result or throws with the error. */
+  async request(method: string, params?: unknown, timeoutMs = 10_000): Promise<Msg> {
+    const res = await this.call(method, params, timeoutMs);
+    if (res.error) throw new Error(`${method}: ${res.error.code} ${res.error.message}`);
+    return res.result;
+  }
+
+  async initialize(params: Msg = { clientName: "test" }): Promise<Msg> {
+    const result = await this.request("initialize", params);
+    await this.send({ method: "initialized", params: {} });
+    return result;
+  }
+
+  /** Waits for a notification `method` matching `pred`. */
+  notification(method: string, pred: (p: Msg) => boolean = () => true, timeoutMs = 10_000) {
+    return this.take((m) => m.method === method && pred(m.params), timeoutMs);
+  }
+
+  async close(): Promise<void> {
+    await this.transport.close();
+  }
+}
+
+/** Splits a byte stream into JSON lines and feeds `client`. */
+async function pumpLines(readable: ReadableStream<Uint8Array>, client: WireClient) {
+  let buffered = "";
+  try {
+    for await (const chunk of readable) {
+      buffered += decoder.decode(chunk, { stream: true });
+      let nl: number;
+      while ((nl = buffered.indexOf("\n")) !== -1) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        if (line.trim()) client.push(JSON.parse(line));
+      }
+    }
+  } catch {
+    // stream errored: treat as end
+  }
+  client.end();
+}
+
+export interface InProcessStdio {
+  client: WireClient;
+  server: ExecServer;
+  served: Promise<unknown>;
+  /** Closes the client's side of stdin (EOF for the server). */
+  closeInput(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** An ExecServer in this process, served over in-memory stdio pipes. */
+export function inProcessStdio(options: ExecServerOptions = {}): InProcessStdio {
+  const server = new ExecServer({ logger: nullLogger, ...options });
+  const toServer = new TransformStream<Uint8Array, Uint8Array>();
+  const fromServer = new TransformStream<Uint8Array, Uint8Array>();
+  const writer = toServer.writable.getWriter();
+  let inputClosed = false;
+  const client = new WireClient({
+    sendRaw: (data) => writer.write(typeof data === "string" ? encoder.encode(data + "\n") : data),
+    close: async () => {
+      if (!inputClosed) {
+        inputClosed = true;
+        await writer.close().catch(() => {});
+      }
+    },
+  });
+  const served = serveStdio(server, { input: toServer.readable, output: fromServer.writable });
+  pumpLines(fromServer.readable, client);
+  return {
+    client,
+    server,
+    served,
+    closeInput: () => client.close(),
+    async [Symbol.asyncDispose]() {
+      await client.close();
+      await served;
+      await server.close();
+      await client.ended;
+    },
+  };
+}
+
+export interface SpawnedServer {
+  client: WireClient;
+  child: Deno.ChildProcess;
+  stderr: Promise<string>;
+  status: Promise<Deno.CommandStatus>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Runs `deno run -A cli.ts <args>` and speaks NDJSON on its stdio. */
+export function spawnStdioServer(
+  args: string[] = ["serve", "--listen", "stdio"],
+  env: Record<string, string> = {},
+): SpawnedServer {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, ...args],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+    env,
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  let closed = false;
+  const client = new WireClient({
+    sendRaw: (data) => writer.write(typeof data === "string" ? encoder.encode(data + "\n") : data),
+    close: async () => {
+      if (!closed) {
+        closed = true;
+        await writer.close().catch(() => {});
+      }
+    },
+  });
+  pumpLines(child.stdout, client);
+  const stderr = new Response(child.stderr).text();
+  const status = child.status;
+  return {
+    client,
+    child,
+    stderr,
+    status,
+    async [Symbol.asyncDispose]() {
+      await client.close();
+      const timer = setTimeout(() => {
+        try {
+          child.kill("SIGKILL");
+        } catch { /* exited */ }
+      }, 10_000);
+      await status;
+      clearTimeout(timer);
+      await stderr;
+      await client.ended;
+    },
+  };
+}
+
+/** A WireClient over Deno's own WebSocket client (an independent implementation). */
+export async function webSocketClient(
+  url: string,
+  protocols?: string[],
+): Promise<WireClient & { ws: WebSocket }> {
+  const ws = new WebSocket(url, protocols);
+  ws.binaryType = "arraybuffer";
+  const client = new WireClient({
+    sendRaw: (data) => {
+      ws.send(data);
+      return Promise.resolve();
+    },
+    close: async () => {
+      if (ws.readyState === WebSocket.CLOSED) return;
+      const done = new Promise((r) => ws.addEventListener("close", r, { once: true }));
+      ws.close();
+      await done;
+    },
+  }) as WireClient & { ws: WebSocket };
+  client.ws = ws;
+  ws.onmessage = (e) => {
+    const text = typeof e.data === "string" ? e.data : decoder.decode(new Uint8Array(e.data));
+    client.push(JSON.parse(text));
+  };
+  ws.onclose = () => client.end();
+  await new Promise<void>((resolve, reject) => {
+    ws.onopen = () => resolve();
+    ws.onerror = (e) => reject(new Error(`websocket error: ${(e as ErrorEvent).message}`));
+  });
+  return client;
+}
+
+/** Reads the first stdout line of a child (e.g. the ws:// URL). */
+export async function firstLine(
+  stream: ReadableStream<Uint8Array>,
+): Promise<{ line: string; rest: ReadableStreamDefaultReader<Uint8Array> }> {
+  const reader = stream.getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value);
+  }
+  return { line: text.split("\n")[0]!, rest: reader };
+}

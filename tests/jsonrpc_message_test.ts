@@ -1,0 +1,133 @@
+import { assert, assertEquals } from "./helpers/assert.ts";
+import { parseStrictJson } from "../src/jsonrpc/strict_json.ts";
+import {
+  classifyMessage,
+  decodeMessage,
+  encodeMessage,
+  isMalformed,
+} from "../src/jsonrpc/message.ts";
+
+function detail(text: string): string {
+  const m = decodeMessage(text, "P");
+  assert(isMalformed(m), `expected malformed: ${text}`);
+  return m.malformed.slice(3);
+}
+
+Deno.test("strict JSON rejects duplicate keys at any depth, with the key named", () => {
+  assertEquals(
+    detail('{"id":9,"id":10,"method":"x"}'),
+    "duplicate JSON object key `id` at line 1 column 9",
+  );
+  assert(
+    detail('{"id":1,"method":"x","params":{"a":1,"b":{"c":1,"c":2}}}').startsWith(
+      "duplicate JSON object key `c`",
+    ),
+  );
+  // Escaped keys are compared by value.
+  assert(
+    detail('{"id":1,"method":"x","params":{"a":1,"\\u0061":2}}').startsWith(
+      "duplicate JSON object key `a`",
+    ),
+  );
+  // Many keys (set path) still detect duplicates.
+  const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${i}`, i]));
+  const text = JSON.stringify({ id: 1, method: "m", params: many }).slice(0, -2) + ',"k3":1}}';
+  assert(detail(text).startsWith("duplicate JSON object key `k3`"));
+});
+
+Deno.test("strict JSON enforces the value budget exactly", () => {
+  // object + id + method + junk array + 262140 zeros = 262144 values: accepted (T21)
+  const ok = `{"id":1,"method":"m","junk":[${Array(262140).fill(0).join(",")}]}`;
+  assertEquals(parseStrictJson(ok).ok, true);
+  const over = `{"id":1,"method":"m","junk":[${Array(262141).fill(0).join(",")}]}`;
+  const r = parseStrictJson(over);
+  assert(!r.ok && r.message.startsWith("JSON-RPC message exceeds the limit of 262144 JSON values"));
+});
+
+Deno.test("strict JSON limits nesting depth to 128", () => {
+  assertEquals(parseStrictJson("[".repeat(128) + "]".repeat(128)).ok, true);
+  const r = parseStrictJson("[".repeat(129) + "]".repeat(129));
+  assert(!r.ok && r.message.startsWith("recursion limit exceeded"));
+  // Far deeper input fails cleanly too (no stack overflow).
+  const deep = parseStrictJson("[".repeat(100_000));
+  assertEquals(deep.ok, false);
+});
+
+Deno.test("strict JSON reports syntax errors in serde's wording", () => {
+  assertEquals(detail("{not json}"), "key must be a string at line 1 column 2");
+  assertEquals(detail('{"id":1,"method":"x"} x'), "trailing characters at line 1 column 23");
+  assertEquals(detail("\uFEFF{}"), "expected value at line 1 column 1");
+  assert(detail('{"id":1,"method":"x"').startsWith("EOF while parsing an object"));
+  assert(detail('{"a":"unterminated').startsWith("EOF while parsing a string"));
+  assert(
+    detail('{"id":01,"method":"x"}').startsWith("trailing") ||
+      detail('{"id":01,"method":"x"}').startsWith("expected"),
+  );
+  assert(detail('{"id":1,"method":"a\\qb"}').startsWith("invalid string"));
+});
+
+Deno.test("strings with escaped quotes and long payloads scan in linear time", () => {
+  const r = parseStrictJson('{"a":"x\\"y\\\\","b":"\\\\\\""}');
+  if (!r.ok) throw new Error(r.message);
+  assertEquals(r.value, { a: 'x"y\\', b: '\\"' });
+  // 2 000 short strings, no backslash until the very end: must not be quadratic.
+  const parts = Array.from({ length: 2000 }, (_, i) => `"k${i}":"v"`);
+  const text = `{${parts.join(",")},"z":"\\n"}`;
+  const t0 = performance.now();
+  for (let i = 0; i < 20; i++) assert(parseStrictJson(text).ok);
+  assert(performance.now() - t0 < 2000);
+  const big = `{"id":1,"method":"m","params":{"d":"${"A".repeat(8_000_000)}"}}`;
+  assert(parseStrictJson(big).ok);
+});
+
+Deno.test("ids: integers in i64 are echoed exactly, floats/null/out of range rejected", () => {
+  const big = decodeMessage('{"id":9223372036854775807,"method":"m"}', "P");
+  assertEquals((big as { id: unknown }).id, 9223372036854775807n);
+  assertEquals(
+    encodeMessage({ id: 9223372036854775807n, result: 1 }),
+    '{"jsonrpc":"2.0","id":9223372036854775807,"result":1}',
+  );
+  assertEquals((decodeMessage('{"id":-5,"method":"m"}', "P") as { id: unknown }).id, -5);
+  assertEquals((decodeMessage('{"id":"abc","method":"m"}', "P") as { id: unknown }).id, "abc");
+  const bad = "data did not match any variant of untagged enum RequestId";
+  assertEquals(detail('{"id":1.5,"method":"m"}'), bad);
+  assertEquals(detail('{"id":1e3,"method":"m"}'), bad);
+  assertEquals(detail('{"id":null,"method":"m"}'), bad);
+  assertEquals(detail('{"id":9223372036854775808,"method":"m"}'), bad);
+  assertEquals(detail('{"id":true,"method":"m"}'), bad);
+});
+
+Deno.test("classification: requests, notifications, responses, errors and non-messages", () => {
+  assertEquals(classifyMessage({ id: 1, method: "m" }), { id: 1, method: "m" });
+  assertEquals(classifyMessage({ method: "n", params: [1] }), { method: "n", params: [1] });
+  assertEquals(classifyMessage({ id: 1, result: null }), { id: 1, result: null });
+  assertEquals(classifyMessage({ id: 1, error: { code: -1, message: "x" } }), {
+    id: 1,
+    error: { code: -1, message: "x" },
+  });
+  assertEquals(classifyMessage([1, 2, 3]), "expected a JSON-RPC object");
+  assertEquals(classifyMessage("x"), "expected a JSON-RPC object");
+  assertEquals(classifyMessage({ id: 5 }), "missing field `error`");
+  assertEquals(
+    classifyMessage({ id: 1, method: 5 }),
+    "invalid type: integer `5`, expected a string",
+  );
+  // "jsonrpc" is ignored on input, whatever its value.
+  assertEquals(classifyMessage({ jsonrpc: "1.0", id: 2, method: "m" }), { id: 2, method: "m" });
+});
+
+Deno.test("encoding is compact with jsonrpc first and omits absent params", () => {
+  assertEquals(encodeMessage({ method: "n" }), '{"jsonrpc":"2.0","method":"n"}');
+  assertEquals(
+    encodeMessage({ id: "a", method: "m", params: { x: 1 } }),
+    '{"jsonrpc":"2.0","id":"a","method":"m","params":{"x":1}}',
+  );
+  assertEquals(
+    encodeMessage({ id: -1, error: { code: -32600, message: "bad" } }),
+    '{"jsonrpc":"2.0","id":-1,"error":{"code":-32600,"message":"bad"}}',
+  );
+  assertEquals(
+    encodeMessage({ id: 1, result: undefined }),
+    '{"jsonrpc":"2.0","id":1,"result":null}',
+  );
+});

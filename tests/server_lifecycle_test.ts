@@ -1,0 +1,145 @@
+import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
+import { inProcessStdio } from "./helpers/wire_client.ts";
+import { VERSION } from "../src/version.ts";
+
+Deno.test("gating: every method but initialize waits for the handshake", async () => {
+  await using s = inProcessStdio();
+  const c = s.client;
+  const before = await c.call("process/read", { processId: "x" });
+  assertEquals(before.error, {
+    code: -32600,
+    message: "client must call initialize before using exec methods",
+  });
+  for (
+    const [method, family] of [
+      ["fs/readFile", "filesystem"],
+      ["environment/info", "environment info"],
+      ["environment/status", "environment status"],
+      ["http/request", "http"],
+    ]
+  ) {
+    const r = await c.call(method!, {});
+    assertEquals(r.error.message, `client must call initialize before using ${family} methods`);
+  }
+  const init = await c.call("initialize", { clientName: "probe" });
+  assert(/^[0-9a-f-]{36}$/.test(init.result.sessionId));
+  const early = await c.call("fs/readFile", { path: "file:///etc/hostname" });
+  assertEquals(early.error, {
+    code: -32600,
+    message: "client must send initialized before using filesystem methods",
+  });
+  const again = await c.call("initialize", { clientName: "again" });
+  assertEquals(again.error, {
+    code: -32600,
+    message: "initialize may only be sent once per connection",
+  });
+  await c.send({ method: "initialized", params: {} });
+  assertEquals(await c.request("environment/status"), { status: "ready" });
+  // Sending initialized again is harmless.
+  await c.send({ method: "initialized" });
+  assertEquals(await c.request("environment/status"), { status: "ready" });
+});
+
+Deno.test("a failed initialize may be retried; bad initialize params are -32602", async () => {
+  await using s = inProcessStdio();
+  const c = s.client;
+  const bad = await c.call("initialize", {});
+  assertEquals(bad.error, { code: -32602, message: "missing field `clientName`" });
+  const wrongType = await c.call("initialize", { clientName: 5 });
+  assertEquals(wrongType.error, {
+    code: -32602,
+    message: "invalid type: integer `5`, expected a string at `clientName`",
+  });
+  const unknown = await c.call("initialize", { clientName: "x", resumeSessionId: "nope" });
+  assertEquals(unknown.error, { code: -32600, message: "unknown session id nope" });
+  const ok = await c.initialize();
+  assert(typeof ok.sessionId === "string");
+});
+
+Deno.test("unknown methods, unknown notifications and bad params", async () => {
+  await using s = inProcessStdio();
+  const c = s.client;
+  await c.initialize();
+  const unknown = await c.call("process/resizePty", {});
+  assertEquals(unknown.error, {
+    code: -32601,
+    message: "exec-server stub does not implement `process/resizePty` yet",
+  });
+  // Unknown notifications (and server notification names) are ignored: the
+  // connection stays open (the reference closes it).
+  await c.send({ method: "foo/bar", params: {} });
+  await c.send({ method: "process/output", params: {} });
+  await c.send({ id: 999, result: {} });
+  assertEquals(await c.request("environment/status"), { status: "ready" });
+  const extra = await c.call("environment/status", { extra: 1 });
+  assertEquals(extra.error, { code: -32602, message: "invalid type: map, expected unit" });
+  assertEquals(await c.request("environment/status", null), { status: "ready" });
+  assertEquals(await c.request("environment/status", {}), { status: "ready" });
+});
+
+Deno.test("parse errors answer with id -1 and keep the connection", async () => {
+  await using s = inProcessStdio();
+  const c = s.client;
+  await c.send("{not json}");
+  const e1 = await c.take((m) => m.id === -1);
+  assertEquals(e1.error, {
+    code: -32600,
+    message:
+      "failed to parse JSON-RPC message from exec-server stdio: key must be a string at line 1 column 2",
+  });
+  await c.send("[1,2,3]");
+  assertStringIncludes(
+    (await c.take((m) => m.id === -1)).error.message,
+    "expected a JSON-RPC object",
+  );
+  await c.send('{"id":5}');
+  assertStringIncludes((await c.take((m) => m.id === -1)).error.message, "missing field `error`");
+  await c.send('{"id":"abc","method":"initialize","params":{"clientName":"x"}}');
+  assert((await c.take((m) => m.id === "abc")).result.sessionId);
+});
+
+Deno.test("environment/info describes this machine with file: URIs", async () => {
+  await using s = inProcessStdio();
+  const info = (await s.client.initialize()).environmentInfo;
+  assertEquals(info.executorVersion, VERSION);
+  assertEquals(info.platformOs, "linux");
+  assertEquals(info.cwd, `file://${Deno.cwd()}`);
+  assert(info.userHomeDir.startsWith("file:///"));
+  assert(info.tempDir.startsWith("file:///"));
+  assert(Array.isArray(info.temporaryDirectories));
+  assert(info.shell.path.startsWith("/") && info.shell.name.length > 0);
+  assertEquals(info.shell.name, info.shell.path.slice(info.shell.path.lastIndexOf("/") + 1));
+  assertEquals(await s.client.request("environment/info"), info);
+  // Codex-specific features are not claimed.
+  for (
+    const flag of [
+      "networkProxyLaunch",
+      "credentialMasking",
+      "capabilityDiscoveryV2",
+      "environmentConfigRead",
+      "shellSnapshotV2",
+      "sandboxedFileStreaming",
+      "windowsMxc",
+    ]
+  ) {
+    assertEquals(info.capabilities[flag], false, flag);
+  }
+});
+
+Deno.test("the version constant matches deno.json", async () => {
+  const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
+  assertEquals(VERSION, config.version);
+});
+
+Deno.test("stdio EOF ends the connection; in-flight answers are still written", async () => {
+  await using s = inProcessStdio();
+  const c = s.client;
+  await c.send({ id: 1, method: "initialize", params: { clientName: "x" } });
+  await c.send({ method: "initialized" });
+  await c.send({ id: 2, method: "environment/status" });
+  await s.closeInput();
+  const info = await s.served;
+  assertEquals((info as { reason: string }).reason, "eof");
+  await c.ended;
+  assert(c.received.some((m) => m.id === 2 && m.result?.status === "ready"));
+});
