@@ -73,6 +73,32 @@ export type JsonRpcMessage =
   | JsonRpcFailure;
 
 /**
+ * A `params` or `result` value already serialised as JSON text, written
+ * verbatim by {@linkcode encodeMessage}. The text may be given in parts that
+ * are written one after the other: the hot output path keeps a large base64
+ * payload as its own part so it is never re-scanned or concatenated.
+ */
+export class RawJson {
+  /** The JSON text, in consecutive parts. */
+  readonly parts: readonly string[];
+
+  /** Wraps JSON text; the caller guarantees the parts form valid JSON. */
+  constructor(...parts: string[]) {
+    this.parts = parts;
+  }
+
+  /** The whole text. */
+  get json(): string {
+    return this.parts.join("");
+  }
+
+  /** Parses the text back (for in-process consumers). */
+  toJSON(): unknown {
+    return JSON.parse(this.json);
+  }
+}
+
+/**
  * Input that could not be turned into a message. The connection stays open;
  * the peer answers with an error carrying id `-1`.
  */
@@ -209,22 +235,40 @@ function encodeId(id: RequestId | null): string {
   return JSON.stringify(id);
 }
 
-/**
- * Serialises a message as compact JSON with `"jsonrpc":"2.0"` first.
- * `bigint` ids are written as exact integers.
- */
-export function encodeMessage(msg: JsonRpcMessage): string {
-  const m = msg as Partial<JsonRpcRequest & JsonRpcSuccess & JsonRpcFailure>;
-  let out = '{"jsonrpc":"2.0"';
-  if (m.id !== undefined) out += ',"id":' + encodeId(m.id);
-  if (m.method !== undefined) {
-    out += ',"method":' + JSON.stringify(m.method);
-    if (m.params !== undefined) out += ',"params":' + JSON.stringify(m.params);
-  } else if ("error" in m) {
-    out += ',"error":' + JSON.stringify(m.error);
-  } else {
-    const result = JSON.stringify(m.result);
-    out += ',"result":' + (result === undefined ? "null" : result);
+function pushValue(out: string[], value: unknown): void {
+  if (value instanceof RawJson) {
+    out.push(...value.parts);
+    return;
   }
-  return out + "}";
+  const json = JSON.stringify(value);
+  out.push(json === undefined ? "null" : json);
+}
+
+/**
+ * Serialises a message as compact JSON with `"jsonrpc":"2.0"` first, as
+ * consecutive string parts. `bigint` ids are written as exact integers.
+ */
+export function encodeMessageParts(msg: JsonRpcMessage): string[] {
+  const m = msg as Partial<JsonRpcRequest & JsonRpcSuccess & JsonRpcFailure>;
+  let head = '{"jsonrpc":"2.0"';
+  if (m.id !== undefined) head += ',"id":' + encodeId(m.id);
+  const out: string[] = [];
+  if (m.method !== undefined) {
+    head += ',"method":' + JSON.stringify(m.method);
+    if (m.params === undefined) return [head + "}"];
+    out.push(head + ',"params":');
+    pushValue(out, m.params);
+  } else if ("error" in m) {
+    return [head + ',"error":' + JSON.stringify(m.error) + "}"];
+  } else {
+    out.push(head + ',"result":');
+    pushValue(out, m.result);
+  }
+  out.push("}");
+  return out;
+}
+
+/** Serialises a message as one compact JSON string (see {@linkcode encodeMessageParts}). */
+export function encodeMessage(msg: JsonRpcMessage): string {
+  return encodeMessageParts(msg).join("");
 }

@@ -11,8 +11,9 @@
  * @module
  */
 
-import { type CloseInfo, closeLatch, type Connection, createBatchingSink } from "./connection.ts";
-import { decodeMessage, encodeMessage, type IncomingMessage } from "./message.ts";
+import { type CloseInfo, closeLatch, type Connection } from "./connection.ts";
+import { decodeMessage, type IncomingMessage } from "./message.ts";
+import { createOutputSink, ndjsonFraming } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
 
 /** Default maximum line length: 64 MiB, newline excluded. */
@@ -30,6 +31,12 @@ export interface NdjsonOptions {
   readonly jsonLimits?: StrictJsonLimits;
   /** Output bytes that may wait before writes block. Default 1 MiB. */
   readonly outputHighWaterMark?: number;
+  /**
+   * `output` is one of Deno's resource streams (stdout, a child's stdin),
+   * which are done with written bytes once a write resolves: output buffers
+   * can be reused.
+   */
+  readonly outputIsResource?: boolean;
 }
 
 const NEWLINE = 0x0a;
@@ -169,13 +176,13 @@ export function ndjsonConnection(
     },
   }, { highWaterMark: 0 });
 
-  const output$ = createBatchingSink(
-    (msg) => encodeMessage(msg) + "\n",
+  const output$ = createOutputSink(
+    ndjsonFraming,
     (bytes) => writer.write(bytes),
     async () => {
       await writer.close().catch(() => {});
     },
-    { highWaterMark: options.outputHighWaterMark },
+    { highWaterMark: options.outputHighWaterMark, reuseBuffers: options.outputIsResource },
   );
   const writable = new WritableStream(output$.sink);
 

@@ -211,9 +211,11 @@ export class OutputLog {
       const count = entries.length - this.#head;
       if (this.#retainedBytes <= this.#retainBytes && count <= this.#retainChunks) break;
       this.#retainedBytes -= bytesOf(e);
+      // Drop the reference now: the slot is only reclaimed at compaction.
+      entries[this.#head] = undefined as unknown as ProcessEvent;
       this.#head++;
     }
-    if (this.#head > 1024 && this.#head * 2 > entries.length) {
+    if (this.#head >= 64 && this.#head * 2 >= entries.length) {
       this.#entries = entries.slice(this.#head);
       this.#head = 0;
     }

@@ -13,6 +13,7 @@ import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
 import { environmentInfo } from "./environment_info.ts";
 import type { MethodTable } from "./handler.ts";
 import { environmentMethods } from "./handlers/environment.ts";
+import { processMethods } from "./handlers/process.ts";
 import type { ResolvedExecServerOptions, ServerState } from "./server_state.ts";
 import { SessionRegistry } from "./session_registry.ts";
 
@@ -34,7 +35,7 @@ export interface ExecServerOptions {
 
 /** The registered methods. */
 function methodTable(): MethodTable {
-  return { ...environmentMethods };
+  return { ...environmentMethods, ...processMethods() };
 }
 
 /** See the module documentation. */

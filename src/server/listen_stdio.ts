@@ -26,7 +26,11 @@ export async function serveStdio(
   const connection = ndjsonConnection(
     options.input ?? Deno.stdin.readable,
     options.output ?? Deno.stdout.writable,
-    { label: "stdio", parseErrorPrefix: "failed to parse JSON-RPC message from exec-server stdio" },
+    {
+      label: "stdio",
+      parseErrorPrefix: "failed to parse JSON-RPC message from exec-server stdio",
+      outputIsResource: options.output === undefined,
+    },
   );
   return await server.serve(connection, "terminate");
 }

@@ -99,6 +99,10 @@ export function listenWebSocket(
         logger.warn("ws.accept_failed", { error });
         continue;
       }
+      try {
+        // Small JSON-RPC messages must not wait for Nagle's algorithm.
+        (conn as Deno.TcpConn).setNoDelay(true);
+      } catch { /* not a TCP socket */ }
       sockets.add(conn);
       const task = handleSocket(server, conn, auth, options.limits ?? {}, logger)
         .catch((error) => logger.warn("ws.socket_failed", { error }));
@@ -153,7 +157,7 @@ export function listenWebSocket(
       logger.info("ws.unauthorized", { peer: peerLabel, reason: denied });
       return respond(401, { "content-type": "text/plain; charset=utf-8" }, denied);
     }
-    const channel = await acceptWebSocket(conn, writer, reader, head, limits);
+    const channel = await acceptWebSocket(conn, writer, reader, head, limits, true);
     const connection = webSocketConnection(channel, {
       label: `ws ${peerLabel}`,
       parseErrorPrefix:

@@ -15,11 +15,8 @@ import type { Logger } from "../log/logger.ts";
 import type { ManagedProcess, ProcessSink } from "../process/managed_process.ts";
 import type { ProcessEvent } from "../process/output_log.ts";
 import { ServerNotification } from "../protocol/methods.ts";
-import type {
-  ProcessClosedNotification,
-  ProcessExitedNotification,
-  ProcessOutputNotification,
-} from "../protocol/types.ts";
+import type { ProcessClosedNotification, ProcessExitedNotification } from "../protocol/types.ts";
+import { RawJson } from "../jsonrpc/message.ts";
 
 /** Where a session sends notifications while attached. */
 export interface SessionAttachment {
@@ -46,12 +43,15 @@ export function eventNotification(
 ): { method: string; params: unknown } {
   switch (event.kind) {
     case "output": {
-      const params: ProcessOutputNotification = {
-        processId,
-        seq: event.seq,
-        stream: event.stream,
-        chunk: event.chunk.toBase64(),
-      };
+      // Built as text: base64 never needs escaping, and JSON.stringify would
+      // scan every byte of the largest messages the server sends.
+      const params = new RawJson(
+        `{"processId":${
+          JSON.stringify(processId)
+        },"seq":${event.seq},"stream":"${event.stream}","chunk":"`,
+        event.chunk.toBase64(),
+        '"}',
+      );
       return { method: ServerNotification.ProcessOutput, params };
     }
     case "exited": {

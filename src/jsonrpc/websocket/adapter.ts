@@ -5,8 +5,9 @@
  * @module
  */
 
-import { closeLatch, type Connection, createBatchingSink } from "../connection.ts";
-import { decodeMessage, encodeMessage, type IncomingMessage } from "../message.ts";
+import { closeLatch, type Connection } from "../connection.ts";
+import { decodeMessage, type IncomingMessage } from "../message.ts";
+import { createOutputSink } from "../output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "../strict_json.ts";
 import type { WebSocketChannel } from "./channel.ts";
 
@@ -75,11 +76,11 @@ export function webSocketConnection(
     },
   }, { highWaterMark: 0 });
 
-  const output = createBatchingSink(
-    (msg) => channel.encodeMessage(encodeMessage(msg)),
+  const output = createOutputSink(
+    channel.textFraming,
     (bytes) => channel.writeRaw(bytes),
     () => channel.close(),
-    { highWaterMark: options.outputHighWaterMark },
+    { highWaterMark: options.outputHighWaterMark, reuseBuffers: channel.reusableWrites },
   );
   const writable = new WritableStream(output.sink);
   channel.closed.then(() => output.fail(new Error("WebSocket closed")));

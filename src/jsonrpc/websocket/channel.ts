@@ -11,7 +11,16 @@
  * @module
  */
 
-import { CloseCode, encodeFrame, FrameParser, Opcode, WebSocketProtocolError } from "./frame.ts";
+import {
+  applyMask,
+  CloseCode,
+  encodeFrame,
+  encodeFrameHeader,
+  FrameParser,
+  Opcode,
+  WebSocketProtocolError,
+} from "./frame.ts";
+import type { Framing } from "../output_sink.ts";
 
 /** The duplex byte stream a channel runs over (e.g. a `Deno.Conn`). */
 export interface ByteDuplex {
@@ -35,6 +44,11 @@ export interface WebSocketChannelOptions {
   readonly pingIntervalMs?: number;
   /** Bytes already read past the HTTP head. */
   readonly leftover?: Uint8Array;
+  /**
+   * The transport is done with written bytes once a write resolves (true
+   * for Deno sockets), so output buffers may be reused. Default false.
+   */
+  readonly reusableWrites?: boolean;
 }
 
 /** How a channel ended. */
@@ -62,6 +76,8 @@ export class WebSocketChannel {
   readonly maxMessageBytes: number;
   /** Largest frame this side accepts (and emits). */
   readonly maxFrameBytes: number;
+  /** Written buffers may be reused once a write resolves. */
+  readonly reusableWrites: boolean;
 
   #transport: ByteDuplex;
   #reader: ReadableStreamDefaultReader<Uint8Array>;
@@ -88,6 +104,7 @@ export class WebSocketChannel {
     this.maxFrameBytes = options.maxFrameBytes ?? 16 * 1024 * 1024;
     this.maxMessageBytes = options.maxMessageBytes ?? 64 * 1024 * 1024;
     this.#masked = options.role === "client";
+    this.reusableWrites = options.reusableWrites ?? false;
     this.#parser = new FrameParser({
       maxFramePayload: this.maxFrameBytes,
       expectMasked: options.role === "server",
@@ -158,6 +175,38 @@ export class WebSocketChannel {
       );
     }
     return out;
+  }
+
+  /**
+   * Framing for JSON-RPC output sinks: one text frame per message, written
+   * in place; larger messages are fragmented at the frame limit.
+   */
+  get textFraming(): Framing {
+    const masked = this.#masked;
+    const maskBytes = masked ? 4 : 0;
+    return {
+      headerSize: (length) => (length < 126 ? 2 : length < 65536 ? 4 : 10) + maskBytes,
+      seal: (out, payloadOffset, length) => {
+        const mask = masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
+        const header = encodeFrameHeader(Opcode.Text, length, true, mask);
+        out.set(header, payloadOffset - header.length);
+        if (mask) applyMask(out.subarray(payloadOffset, payloadOffset + length), mask);
+      },
+      trailer: new Uint8Array(0),
+      frameSlow: (text) => {
+        const frames = this.encodeMessage(text);
+        let size = 0;
+        for (const f of frames) size += f.length;
+        const out = new Uint8Array(size);
+        let offset = 0;
+        for (const f of frames) {
+          out.set(f, offset);
+          offset += f.length;
+        }
+        return out;
+      },
+      maxFastPayload: this.maxFrameBytes,
+    };
   }
 
   /** Sends one data message; resolves when the transport has taken it. */

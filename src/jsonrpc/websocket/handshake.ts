@@ -41,6 +41,7 @@ export async function acceptWebSocket(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   head: MessageHead,
   limits: WebSocketLimits = {},
+  reusableWrites = false,
 ): Promise<WebSocketChannel> {
   const key = head.headers.get("sec-websocket-key")!;
   await writer.write(encodeResponse(101, {
@@ -50,7 +51,12 @@ export async function acceptWebSocket(
   }));
   writer.releaseLock();
   reader.releaseLock();
-  return new WebSocketChannel(conn, { ...limits, role: "server", leftover: head.leftover });
+  return new WebSocketChannel(conn, {
+    ...limits,
+    role: "server",
+    leftover: head.leftover,
+    reusableWrites: reusableWrites,
+  });
 }
 
 /** Options for {@linkcode connectWebSocket}. */
@@ -121,6 +127,9 @@ async function dial(
       : (error as Error).message;
     throw new WebSocketHandshakeError(`cannot connect to ${shown}: ${why}`);
   }
+  try {
+    (conn as Deno.TcpConn).setNoDelay?.(true);
+  } catch { /* not TCP */ }
   const abort = () => {
     try {
       conn.close();
@@ -154,7 +163,12 @@ async function dial(
     writer.releaseLock();
     reader.releaseLock();
     signal.removeEventListener("abort", abort);
-    return new WebSocketChannel(conn, { ...options, role: "client", leftover: head.leftover });
+    return new WebSocketChannel(conn, {
+      ...options,
+      role: "client",
+      leftover: head.leftover,
+      reusableWrites: true,
+    });
   } catch (error) {
     signal.removeEventListener("abort", abort);
     abort();

@@ -1,0 +1,240 @@
+/**
+ * The outbound half of every transport: a `WritableStream` sink that turns
+ * messages into framed bytes and hands them to the transport.
+ *
+ * Hot path, so it is careful about copies. A message is encoded as a list of
+ * string parts (large base64 payloads stay separate strings, never
+ * concatenated). At each flush, every message waiting is UTF-8 encoded
+ * straight into one buffer at its final offset, with the transport's framing
+ * (a newline, a WebSocket header) written in place: one allocation and one
+ * write for many messages, no intermediate joined string.
+ *
+ * Memory is bounded: once more than `highWaterMark` bytes wait, `write`
+ * blocks until the transport has taken them, which propagates backpressure
+ * to every producer awaiting the writer's `ready`.
+ *
+ * @module
+ */
+
+import { encodeMessageParts, type JsonRpcMessage } from "./message.ts";
+
+/** How messages are delimited on a transport. */
+export interface Framing {
+  /** Bytes of header before a payload of `length` bytes. */
+  headerSize(length: number): number;
+  /**
+   * Writes the header ending right before `out[payloadOffset]` for a payload
+   * of `length` bytes already in place (and may transform the payload, e.g.
+   * mask it).
+   */
+  seal(out: Uint8Array, payloadOffset: number, length: number): void;
+  /** Bytes after each payload (e.g. a newline); may be empty. */
+  readonly trailer: Uint8Array;
+  /**
+   * Frames a payload the fast path cannot (too large for one frame, or not
+   * ASCII): returns the complete bytes for it.
+   */
+  frameSlow(text: string): Uint8Array;
+  /** Largest payload the fast path may frame in one piece. */
+  readonly maxFastPayload: number;
+}
+
+/** Options for {@linkcode createOutputSink}. */
+export interface OutputSinkOptions {
+  /** Bytes that may wait for the transport before writes block. Default 1 MiB. */
+  readonly highWaterMark?: number;
+  /**
+   * Reuse one output buffer across writes. Only for transports that are done
+   * with the bytes once `writeBytes` resolves (Deno's own resource streams:
+   * stdout, pipes, sockets), never for in-memory streams that pass chunks on.
+   */
+  readonly reuseBuffers?: boolean;
+}
+
+const MAX_SCRATCH = 4 * 1024 * 1024;
+
+/** The sink plus a way to fail it at once when the transport dies. */
+export interface OutputSink {
+  /** For `new WritableStream(sink)`. */
+  readonly sink: UnderlyingSink<JsonRpcMessage>;
+  /** Errors the stream now (pending and later writes reject). */
+  fail(error: unknown): void;
+}
+
+const encoder = new TextEncoder();
+
+interface Pending {
+  parts: string[];
+  length: number;
+}
+
+/**
+ * Encodes a batch of messages into one framed buffer, in `scratch` when it
+ * is large enough.
+ */
+export function frameBatch(batch: Pending[], framing: Framing, scratch?: Uint8Array): Uint8Array {
+  let total = 0;
+  for (const m of batch) {
+    total += m.length > framing.maxFastPayload
+      ? 0
+      : framing.headerSize(m.length) + m.length + framing.trailer.length;
+  }
+  let out = scratch !== undefined && scratch.length >= total
+    ? scratch.subarray(0, total)
+    : new Uint8Array(total);
+  let offset = 0;
+  const slow: Array<[number, Uint8Array]> = [];
+  for (let i = 0; i < batch.length; i++) {
+    const m = batch[i]!;
+    if (m.length > framing.maxFastPayload) {
+      slow.push([offset, framing.frameSlow(m.parts.join(""))]);
+      continue;
+    }
+    const header = framing.headerSize(m.length);
+    const start = offset + header;
+    let at = start;
+    let ascii = true;
+    for (const part of m.parts) {
+      const { read, written } = encoder.encodeInto(part, out.subarray(at, start + m.length));
+      if (read !== part.length || written !== part.length) {
+        ascii = false;
+        break;
+      }
+      at += written;
+    }
+    if (!ascii) {
+      // Non-ASCII text: its UTF-8 form is longer than its length in UTF-16
+      // units. Frame it on its own and splice it in below.
+      slow.push([offset, framing.frameSlow(m.parts.join(""))]);
+      continue;
+    }
+    framing.seal(out, start, m.length);
+    out.set(framing.trailer, start + m.length);
+    offset = start + m.length + framing.trailer.length;
+  }
+  if (slow.length > 0) {
+    // Rare: splice the separately framed messages in at their positions.
+    let extra = 0;
+    for (const [, bytes] of slow) extra += bytes.length;
+    const merged = new Uint8Array(offset + extra);
+    let src = 0;
+    let dst = 0;
+    for (const [position, bytes] of slow) {
+      merged.set(out.subarray(src, position), dst);
+      dst += position - src;
+      src = position;
+      merged.set(bytes, dst);
+      dst += bytes.length;
+    }
+    merged.set(out.subarray(src, offset), dst);
+    out = merged;
+  } else if (offset !== total) {
+    out = out.subarray(0, offset);
+  }
+  return out;
+}
+
+/**
+ * Creates the sink: `writeBytes` must resolve once the transport has taken
+ * the bytes; `close` ends the transport's output.
+ */
+export function createOutputSink(
+  framing: Framing,
+  writeBytes: (bytes: Uint8Array) => Promise<void>,
+  close: () => Promise<void>,
+  options: OutputSinkOptions = {},
+): OutputSink {
+  const high = options.highWaterMark ?? 1024 * 1024;
+  let pending: Pending[] = [];
+  let backlog = 0;
+  let flushing: Promise<void> | null = null;
+  let failure: unknown = null;
+  let drained: PromiseWithResolvers<void> | null = null;
+  let controller: WritableStreamDefaultController | null = null;
+  let scratch: Uint8Array | undefined = options.reuseBuffers
+    ? new Uint8Array(64 * 1024)
+    : undefined;
+
+  async function flushLoop(): Promise<void> {
+    try {
+      while (pending.length > 0) {
+        const batch = pending;
+        pending = [];
+        let size = 0;
+        for (const m of batch) size += m.length;
+        if (scratch !== undefined && scratch.length < size * 1.1 && size <= MAX_SCRATCH) {
+          scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.ceil(size * 1.25)));
+        }
+        await writeBytes(frameBatch(batch, framing, scratch));
+        backlog -= size;
+        if (drained !== null && backlog <= high / 2) {
+          drained.resolve();
+          drained = null;
+        }
+      }
+    } catch (error) {
+      failure = error;
+      pending = [];
+      drained?.reject(error);
+      drained = null;
+    } finally {
+      flushing = null;
+    }
+  }
+
+  const sink: UnderlyingSink<JsonRpcMessage> = {
+    start(c) {
+      controller = c;
+    },
+    async write(msg) {
+      if (failure !== null) throw failure;
+      const parts = encodeMessageParts(msg);
+      let length = 0;
+      for (const p of parts) length += p.length;
+      pending.push({ parts, length });
+      backlog += length;
+      if (flushing === null) flushing = flushLoop();
+      if (backlog > high) {
+        drained ??= Promise.withResolvers<void>();
+        await drained.promise;
+      }
+    },
+    async close() {
+      while (flushing !== null) await flushing;
+      if (failure !== null) throw failure;
+      await close();
+    },
+    async abort() {
+      pending = [];
+      await close().catch(() => {});
+    },
+  };
+
+  const fail = (error: unknown) => {
+    if (failure === null) failure = error;
+    pending = [];
+    drained?.reject(error);
+    drained = null;
+    try {
+      controller?.error(error);
+    } catch { /* already errored or closed */ }
+  };
+  return { sink, fail };
+}
+
+const NEWLINE = new Uint8Array([0x0a]);
+
+/** Newline-delimited JSON framing. */
+export const ndjsonFraming: Framing = {
+  headerSize: () => 0,
+  seal: () => {},
+  trailer: NEWLINE,
+  frameSlow(text) {
+    const bytes = encoder.encode(text);
+    const out = new Uint8Array(bytes.length + 1);
+    out.set(bytes);
+    out[bytes.length] = 0x0a;
+    return out;
+  },
+  maxFastPayload: Number.MAX_SAFE_INTEGER,
+};

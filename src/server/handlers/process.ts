@@ -1,0 +1,225 @@
+/**
+ * `process/*` methods: translate between the protocol and
+ * {@linkcode ManagedProcess}. Processes belong to the session; ids are the
+ * client's.
+ *
+ * @module
+ */
+
+import { RpcError } from "../../jsonrpc/errors.ts";
+import { computeChildEnv } from "../../process/env_policy.ts";
+import { ManagedProcess, StdinWriteError } from "../../process/managed_process.ts";
+import { spawnChild, type SpawnedChild, SpawnError } from "../../process/spawn.ts";
+import {
+  processCloseStdinParams,
+  processReadParams,
+  processSignalParams,
+  processStartParams,
+  processTerminateParams,
+  processWriteParams,
+} from "../../protocol/decoders.ts";
+import { internalError, invalidRequest } from "../../protocol/errors.ts";
+import { Method } from "../../protocol/methods.ts";
+import type {
+  ProcessReadResult,
+  ProcessStartResult,
+  ProcessTerminateResult,
+  ProcessWriteResult,
+} from "../../protocol/types.ts";
+import { defineMethod, type HandlerContext, type MethodTable } from "../handler.ts";
+import type { Session } from "../session.ts";
+
+function unknownProcess(id: string): RpcError {
+  return invalidRequest(`unknown process id ${id}`);
+}
+
+/** Starts the child of a `process/start` request (terminals: see `pty`). */
+export type ChildStarter = (
+  request: {
+    argv: string[];
+    cwd: string;
+    env: Record<string, string>;
+    arg0: string | null;
+    pipeStdin: boolean;
+    tty: boolean;
+    rows: number;
+    cols: number;
+  },
+) => { child: SpawnedChild; signal?: (signal: Deno.Signal) => boolean; tty: boolean };
+
+/** The default starter: pipes only; `tty: true` is refused clearly. */
+export const pipeStarter: ChildStarter = (request) => {
+  if (request.tty) {
+    throw internalError(
+      "tty: true is not supported by this server (no pseudo-terminal backend); " +
+        "environment/info capabilities.tty is false",
+    );
+  }
+  return {
+    child: spawnChild({
+      argv: request.argv,
+      cwd: request.cwd,
+      env: request.env,
+      arg0: request.arg0,
+      stdin: request.pipeStdin ? "piped" : "null",
+    }),
+    tty: false,
+  };
+};
+
+function readResult(
+  session: Session,
+  id: string,
+  afterSeq: number,
+  maxBytes?: number,
+): ProcessReadResult {
+  const process = session.process(id);
+  if (!process) throw unknownProcess(id);
+  const { chunks, nextSeq } = process.log.read(afterSeq, maxBytes);
+  return {
+    chunks: chunks.map((c) => ({ seq: c.seq, stream: c.stream, chunk: c.chunk.toBase64() })),
+    nextSeq,
+    exited: process.exited,
+    exitCode: process.exitCode,
+    closed: process.closed,
+    failure: null,
+    sandboxDenied: false,
+  };
+}
+
+async function read(
+  ctx: HandlerContext,
+  id: string,
+  afterSeq: number,
+  maxBytes: number | undefined,
+  waitMs: number | undefined,
+): Promise<ProcessReadResult> {
+  const deadline = waitMs ? Date.now() + waitMs : 0;
+  for (;;) {
+    const process = ctx.session.process(id);
+    if (!process) throw unknownProcess(id);
+    const result = readResult(ctx.session, id, afterSeq, maxBytes);
+    const settled = result.chunks.length > 0 || result.closed ||
+      (result.exited && afterSeq < process.log.nextSeq - 1);
+    const remaining = deadline - Date.now();
+    if (settled || !waitMs || remaining <= 0 || ctx.rpc.signal.aborted) return result;
+    // Long poll: wait for the next event without holding a request slot.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const aborted = Promise.withResolvers<void>();
+    const onAbort = () => aborted.resolve();
+    ctx.rpc.signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      await ctx.rpc.idle(Promise.race([
+        process.log.changed(),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, remaining))),
+        aborted.promise,
+      ]));
+    } finally {
+      clearTimeout(timer);
+      ctx.rpc.signal.removeEventListener("abort", onAbort);
+    }
+  }
+}
+
+/** Builds the process methods around a child starter. */
+export function processMethods(starter: ChildStarter = pipeStarter): MethodTable {
+  return {
+    [Method.ProcessStart]: defineMethod(processStartParams, (p, ctx): ProcessStartResult => {
+      const { session, server } = ctx;
+      if (session.hasProcess(p.processId)) {
+        throw invalidRequest(`process ${p.processId} already exists`);
+      }
+      if (p.sandbox !== undefined && p.sandbox !== null) {
+        throw internalError(
+          "sandboxed execution is not supported by this server (sandbox must be null)",
+        );
+      }
+      if (p.networkProxy !== undefined && p.networkProxy !== null) {
+        throw internalError("networkProxy is not supported by this server");
+      }
+      const env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
+      let started;
+      try {
+        started = starter({
+          argv: p.argv,
+          cwd: p.cwd,
+          env,
+          arg0: p.arg0 ?? null,
+          pipeStdin: p.pipeStdin,
+          tty: p.tty,
+          rows: p.rows ?? 24,
+          cols: p.cols ?? 80,
+        });
+      } catch (error) {
+        if (error instanceof SpawnError) throw internalError(error.message, error);
+        throw error;
+      }
+      const process = new ManagedProcess({
+        id: p.processId,
+        child: started.child,
+        tty: started.tty,
+        stdoutName: started.tty ? "pty" : "stdout",
+        logger: server.logger.child({ processId: p.processId }),
+        ...(started.signal ? { signal: started.signal } : {}),
+      });
+      session.addProcess(process);
+      server.logger.debug("process.started", {
+        sessionId: session.id,
+        processId: p.processId,
+        pid: process.pid,
+        tty: started.tty,
+      });
+      return { processId: p.processId, sandboxType: "none" };
+    }),
+
+    [Method.ProcessRead]: defineMethod(
+      processReadParams,
+      (p, ctx) => read(ctx, p.processId, p.afterSeq ?? 0, p.maxBytes, p.waitMs),
+    ),
+
+    [Method.ProcessWrite]: defineMethod(
+      processWriteParams,
+      async (p, ctx): Promise<ProcessWriteResult> => {
+        const process = ctx.session.process(p.processId);
+        if (!process) return { status: "unknownProcess" };
+        try {
+          // The write is queued synchronously (arrival order); waiting for the
+          // pipe to take it does not hold a request slot.
+          return { status: await ctx.rpc.idle(process.write(p.chunk, p.writeId)) };
+        } catch (error) {
+          if (error instanceof StdinWriteError) throw internalError(error.message, error);
+          throw error;
+        }
+      },
+    ),
+
+    [Method.ProcessCloseStdin]: defineMethod(
+      processCloseStdinParams,
+      async (p, ctx): Promise<ProcessWriteResult> => {
+        const process = ctx.session.process(p.processId);
+        if (!process) return { status: "unknownProcess" };
+        return { status: await ctx.rpc.idle(process.closeStdin()) };
+      },
+    ),
+
+    [Method.ProcessSignal]: defineMethod(processSignalParams, (p, ctx) => {
+      const process = ctx.session.process(p.processId);
+      if (!process) return {};
+      try {
+        process.signal(p.signal);
+      } catch (error) {
+        throw internalError(`failed to signal process: ${(error as Error).message}`, error);
+      }
+      return {};
+    }),
+
+    [Method.ProcessTerminate]: defineMethod(
+      processTerminateParams,
+      (p, ctx): ProcessTerminateResult => {
+        const process = ctx.session.process(p.processId);
+        if (!process) return { running: false };
+        return { running: process.terminate(p.graceMs ?? 0) };
+      },
+    ),
+  };
+}
