@@ -6,7 +6,7 @@
  * @module
  */
 
-import { RpcError } from "../../jsonrpc/errors.ts";
+import type { RpcError } from "../../jsonrpc/errors.ts";
 import { computeChildEnv } from "../../process/env_policy.ts";
 import { ManagedProcess, StdinWriteError } from "../../process/managed_process.ts";
 import { spawnChild, type SpawnedChild, SpawnError } from "../../process/spawn.ts";
