@@ -31,6 +31,12 @@ export interface Connection {
   readonly maxMessageBytes: number;
   /** Ends the connection now (idempotent). */
   close(reason?: string): void;
+  /**
+   * Resolves true once everything written so far has been handed to the
+   * operating system (false if the transport failed first). Optional:
+   * transports without it count acceptance as delivery.
+   */
+  flushed?(): Promise<boolean>;
 }
 
 /** Resolves the first time it is called with a reason; later calls are no-ops. */

@@ -196,6 +196,7 @@ export function ndjsonConnection(
     writable,
     closed: latch.promise,
     label,
+    flushed: () => output$.flushed(),
     maxMessageBytes: maxLine,
     close(reason = "closed locally") {
       finish({ reason });

@@ -59,6 +59,11 @@ export interface OutputSink {
   readonly sink: UnderlyingSink<JsonRpcMessage>;
   /** Errors the stream now (pending and later writes reject). */
   fail(error: unknown): void;
+  /**
+   * Resolves true once every message the sink has accepted so far has been
+   * handed to the transport (false if the transport failed first).
+   */
+  flushed(): Promise<boolean>;
 }
 
 const encoder = new TextEncoder();
@@ -154,18 +159,25 @@ export function createOutputSink(
   let scratch: Uint8Array | undefined = options.reuseBuffers
     ? new Uint8Array(64 * 1024)
     : undefined;
+  // Receipts: one promise per batch, shared by every message in it.
+  let accumulating: PromiseWithResolvers<boolean> | null = null;
+  let inFlight: PromiseWithResolvers<boolean> | null = null;
 
   async function flushLoop(): Promise<void> {
     try {
       while (pending.length > 0) {
         const batch = pending;
         pending = [];
+        inFlight = accumulating;
+        accumulating = null;
         let size = 0;
         for (const m of batch) size += m.length;
         if (scratch !== undefined && scratch.length < size * 1.1 && size <= MAX_SCRATCH) {
           scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.ceil(size * 1.25)));
         }
         await writeBytes(frameBatch(batch, framing, scratch));
+        inFlight?.resolve(true);
+        inFlight = null;
         backlog -= size;
         if (drained !== null && backlog <= high / 2) {
           drained.resolve();
@@ -177,9 +189,16 @@ export function createOutputSink(
       pending = [];
       drained?.reject(error);
       drained = null;
+      settleReceipts();
     } finally {
       flushing = null;
     }
+  }
+
+  function settleReceipts(): void {
+    inFlight?.resolve(false);
+    accumulating?.resolve(false);
+    inFlight = accumulating = null;
   }
 
   const sink: UnderlyingSink<JsonRpcMessage> = {
@@ -213,13 +232,23 @@ export function createOutputSink(
   const fail = (error: unknown) => {
     if (failure === null) failure = error;
     pending = [];
+    settleReceipts();
     drained?.reject(error);
     drained = null;
     try {
       controller?.error(error);
     } catch { /* already errored or closed */ }
   };
-  return { sink, fail };
+  const flushed = (): Promise<boolean> => {
+    if (failure !== null) return Promise.resolve(false);
+    if (pending.length > 0) {
+      accumulating ??= Promise.withResolvers<boolean>();
+      return accumulating.promise;
+    }
+    if (inFlight !== null) return inFlight.promise;
+    return Promise.resolve(true);
+  };
+  return { sink, fail, flushed };
 }
 
 const NEWLINE = new Uint8Array([0x0a]);

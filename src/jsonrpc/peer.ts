@@ -174,6 +174,16 @@ export class RpcPeer {
   }
 
   /**
+   * Sends a notification; resolves true only once it has been handed to the
+   * operating system (false when the connection failed first). Used where
+   * "delivered" must mean more than "queued" (process output).
+   */
+  async notifyDelivered(method: string, params?: unknown): Promise<boolean> {
+    if (!(await this.notify(method, params))) return false;
+    return this.connection.flushed ? await this.connection.flushed() : true;
+  }
+
+  /**
    * Calls `method`; resolves with the result or rejects with
    * {@linkcode RpcError} (error response) or {@linkcode ConnectionClosedError}.
    */

@@ -195,8 +195,7 @@ export class ManagedProcess {
     let buffer = new ArrayBuffer(CHUNK);
     try {
       for (;;) {
-        const room = this.log.room();
-        if (room !== null) await room;
+        for (let room = this.log.room(); room !== null; room = this.log.room()) await room;
         const ready = this.#sink?.ready() ?? null;
         if (ready !== null) await ready;
         if (this.#disposed) break;

@@ -87,6 +87,7 @@ export class OutputLog {
   #undeliveredBytes = 0;
   #roomWaiter: PromiseWithResolvers<void> | null = null;
   #changed: PromiseWithResolvers<void> | null = null;
+  #hold = false;
   readonly #retainBytes: number;
   readonly #retainChunks: number;
   readonly #maxUndelivered: number;
@@ -132,6 +133,40 @@ export class OutputLog {
     return full;
   }
 
+  /**
+   * Stops evicting delivered history (the connection that received it may
+   * have lost the tail). While held, the producer also waits once history
+   * plus undelivered output reach `retainBytes + maxUndeliveredBytes`.
+   */
+  holdHistory(): void {
+    this.#hold = true;
+  }
+
+  /** Ends {@linkcode holdHistory}: the client has caught up from its cursor. */
+  releaseHistory(): void {
+    if (!this.#hold) return;
+    this.#hold = false;
+    this.#evict();
+    this.#wakeProducer();
+  }
+
+  /** True while history is held. */
+  get holding(): boolean {
+    return this.#hold;
+  }
+
+  #mustWait(): boolean {
+    return this.#undeliveredBytes >= this.#maxUndelivered ||
+      (this.#hold && this.#retainedBytes >= this.#retainBytes + this.#maxUndelivered);
+  }
+
+  #wakeProducer(): void {
+    if (this.#roomWaiter && !this.#mustWait()) {
+      this.#roomWaiter.resolve();
+      this.#roomWaiter = null;
+    }
+  }
+
   /** Records that every event up to `seq` reached a live connection. */
   markDelivered(seq: number): void {
     if (seq <= this.#deliveredSeq) return;
@@ -142,10 +177,7 @@ export class OutputLog {
     }
     this.#deliveredSeq = seq;
     this.#evict();
-    if (this.#roomWaiter && this.#undeliveredBytes < this.#maxUndelivered) {
-      this.#roomWaiter.resolve();
-      this.#roomWaiter = null;
-    }
+    this.#wakeProducer();
   }
 
   /** Events not yet delivered, in order (for replay to a new connection). */
@@ -163,7 +195,7 @@ export class OutputLog {
    * undelivered output drops below the limit.
    */
   room(): Promise<void> | null {
-    if (this.#undeliveredBytes < this.#maxUndelivered) return null;
+    if (!this.#mustWait()) return null;
     this.#roomWaiter ??= Promise.withResolvers<void>();
     return this.#roomWaiter.promise;
   }
@@ -204,6 +236,7 @@ export class OutputLog {
   }
 
   #evict(): void {
+    if (this.#hold) return;
     const entries = this.#entries;
     while (this.#head < entries.length) {
       const e = entries[this.#head]!;

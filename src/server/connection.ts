@@ -94,7 +94,7 @@ export class ServerConnection {
     const peer = this.peer;
     return {
       label: peer.connection.label,
-      notify: (method, params) => peer.notify(method, params),
+      notify: (method, params) => peer.notifyDelivered(method, params),
       ready: () => (peer.congested ? peer.ready : null),
     };
   }

@@ -28,6 +28,9 @@ export interface SessionAttachment {
   readonly label: string;
 }
 
+/** How long a resumed session keeps history for clients that never read. */
+const HISTORY_HOLD_MS = 15_000;
+
 /** Timing options of sessions. */
 export interface SessionTimings {
   /** How long a closed process stays readable (ms). */
@@ -84,6 +87,7 @@ export class Session implements ProcessSink {
   #logger: Logger;
   #onExpire: (session: Session) => void;
   #terminated = false;
+  #holdTimer: ReturnType<typeof setTimeout> | undefined;
 
   /** Creates a detached session; call {@linkcode attach} next. */
   constructor(
@@ -114,6 +118,14 @@ export class Session implements ProcessSink {
     this.#expiry = undefined;
     this.#attachment = attachment;
     for (const process of this.#processes.values()) process.setSink(this);
+    // A resumed client catches up with process/read, which releases each
+    // process's held history; a client that never does must not pause its
+    // processes for ever.
+    clearTimeout(this.#holdTimer);
+    this.#holdTimer = setTimeout(() => {
+      this.#holdTimer = undefined;
+      for (const process of this.#processes.values()) process.log.releaseHistory();
+    }, HISTORY_HOLD_MS);
     this.#logger.debug("session.attached", { connection: attachment.label });
   }
 
@@ -121,6 +133,11 @@ export class Session implements ProcessSink {
   detach(): void {
     if (this.#terminated) return;
     this.#attachment = null;
+    clearTimeout(this.#holdTimer);
+    this.#holdTimer = undefined;
+    // The lost connection may not have received the tail of what was sent:
+    // keep that history until the next client has caught up.
+    for (const process of this.#processes.values()) process.log.holdHistory();
     clearTimeout(this.#expiry);
     this.#expiry = setTimeout(() => {
       this.#expiry = undefined;
@@ -193,6 +210,8 @@ export class Session implements ProcessSink {
     this.#attachment = null;
     clearTimeout(this.#expiry);
     this.#expiry = undefined;
+    clearTimeout(this.#holdTimer);
+    this.#holdTimer = undefined;
     for (const timer of this.#retention.values()) clearTimeout(timer);
     this.#retention.clear();
     const processes = [...this.#processes.values()];

@@ -277,3 +277,99 @@ export async function firstLine(
   }
   return { line: text.split("\n")[0]!, rest: reader };
 }
+
+export interface ProcessRun {
+  stdout: Uint8Array;
+  stderr: Uint8Array;
+  exitCode: number | null;
+  signal: string | undefined;
+  /** Every event as [seq, kind] in arrival order. */
+  events: Array<[number, string]>;
+}
+
+function concat(chunks: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let offset = 0;
+  for (const c of chunks) {
+    out.set(c, offset);
+    offset += c.length;
+  }
+  return out;
+}
+
+/** Collects a process's notifications until process/closed. */
+export async function collectProcess(
+  c: WireClient,
+  processId: string,
+  timeoutMs = 30_000,
+): Promise<ProcessRun> {
+  const out: Uint8Array[] = [];
+  const err: Uint8Array[] = [];
+  const events: Array<[number, string]> = [];
+  let exitCode: number | null = null;
+  let signal: string | undefined;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const m = await c.take(
+      (m) =>
+        m.params?.processId === processId && typeof m.method === "string" &&
+        m.method.startsWith("process/"),
+      deadline - Date.now(),
+    );
+    events.push([m.params.seq, m.method.slice(8)]);
+    if (m.method === "process/output") {
+      const bytes = Uint8Array.fromBase64(m.params.chunk);
+      (m.params.stream === "stderr" ? err : out).push(bytes);
+    } else if (m.method === "process/exited") {
+      exitCode = m.params.exitCode;
+      signal = m.params.signal;
+    } else if (m.method === "process/closed") {
+      break;
+    }
+  }
+  return { stdout: concat(out), stderr: concat(err), exitCode, signal, events };
+}
+
+/** Starts a process (cwd defaults to /tmp, env to the test's PATH). */
+export function startProcess(
+  c: WireClient,
+  processId: string,
+  argv: string[],
+  extra: Msg = {},
+): Promise<Msg> {
+  return c.call("process/start", {
+    processId,
+    argv,
+    cwd: "file:///tmp",
+    env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
+    tty: false,
+    ...extra,
+  });
+}
+
+export const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
+
+/** True when the pid is gone or a zombie (orphans are reaped late here). */
+export function isDead(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+    return state === "Z" || state === "X";
+  } catch {
+    return true;
+  }
+}
+
+/** Polls `check` until true or `timeoutMs` passes. */
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 5000,
+  stepMs = 20,
+): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return true;
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+  return await check();
+}

@@ -90,6 +90,7 @@ export function webSocketConnection(
     writable,
     closed: latch.promise,
     label,
+    flushed: () => output.flushed(),
     maxMessageBytes: channel.maxMessageBytes,
     close(reason = "closed locally") {
       latch.resolve({ reason });

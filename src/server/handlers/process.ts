@@ -172,10 +172,13 @@ export function processMethods(starter: ChildStarter = pipeStarter): MethodTable
       return { processId: p.processId, sandboxType: "none" };
     }),
 
-    [Method.ProcessRead]: defineMethod(
-      processReadParams,
-      (p, ctx) => read(ctx, p.processId, p.afterSeq ?? 0, p.maxBytes, p.waitMs),
-    ),
+    [Method.ProcessRead]: defineMethod(processReadParams, async (p, ctx) => {
+      const result = await read(ctx, p.processId, p.afterSeq ?? 0, p.maxBytes, p.waitMs);
+      // Reading from a cursor is how a resumed client catches up: history
+      // held since a disconnect can go once this answer is on its way.
+      ctx.session.process(p.processId)?.log.releaseHistory();
+      return result;
+    }),
 
     [Method.ProcessWrite]: defineMethod(
       processWriteParams,
