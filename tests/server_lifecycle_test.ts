@@ -10,17 +10,18 @@ Deno.test("gating: every method but initialize waits for the handshake", async (
     code: -32600,
     message: "client must call initialize before using exec methods",
   });
-  for (
-    const [method, family] of [
-      ["fs/readFile", "filesystem"],
-      ["environment/info", "environment info"],
-      ["environment/status", "environment status"],
-      ["http/request", "http"],
-    ]
-  ) {
-    const r = await c.call(method!, {});
+  const families: Array<[string, unknown, string]> = [
+    ["fs/readFile", { path: "file:///etc/hostname" }, "filesystem"],
+    ["environment/info", {}, "environment info"],
+    ["environment/status", {}, "environment status"],
+    ["http/request", { method: "GET", url: "http://127.0.0.1:1/", requestId: "r" }, "http"],
+  ];
+  for (const [method, params, family] of families) {
+    const r = await c.call(method, params);
     assertEquals(r.error.message, `client must call initialize before using ${family} methods`);
   }
+  // Like the reference, params are validated before the handshake gate.
+  assertEquals((await c.call("fs/readFile", {})).error.message, "missing field `path`");
   const init = await c.call("initialize", { clientName: "probe" });
   assert(/^[0-9a-f-]{36}$/.test(init.result.sessionId));
   const early = await c.call("fs/readFile", { path: "file:///etc/hostname" });

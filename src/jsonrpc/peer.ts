@@ -42,6 +42,11 @@ export interface RequestContext {
    * takes a slot again before returning.
    */
   idle<T>(wait: Promise<T>): Promise<T>;
+  /**
+   * Runs `callback` once the successful response has been queued (e.g. to
+   * start notifications that must follow the response).
+   */
+  afterResponse(callback: () => void): void;
 }
 
 /** Handles one request; the return value is the result. */
@@ -389,7 +394,9 @@ export class RpcPeer {
 
   async #run(req: JsonRpcRequest, lane: Lane): Promise<void> {
     let holding = true;
+    const after: Array<() => void> = [];
     const ctx: RequestContext = {
+      afterResponse: (callback) => after.push(callback),
       id: req.id,
       method: req.method,
       signal: this.#abort.signal,
@@ -408,6 +415,7 @@ export class RpcPeer {
       },
     };
     let response: JsonRpcMessage;
+    let succeeded = false;
     try {
       const handler = this.#options.onRequest;
       if (!handler) {
@@ -415,6 +423,7 @@ export class RpcPeer {
       }
       const result = await handler(req.method, req.params ?? null, ctx);
       response = { jsonrpc: "2.0", id: req.id, result: result === undefined ? null : result };
+      succeeded = true;
     } catch (error) {
       response = { jsonrpc: "2.0", id: req.id, error: this.#toErrorObject(req, error) };
     } finally {
@@ -424,6 +433,15 @@ export class RpcPeer {
       }
     }
     await this.send(response);
+    if (succeeded) {
+      for (const callback of after) {
+        try {
+          callback();
+        } catch (error) {
+          this.#logger.error("jsonrpc.after_response_failed", { method: req.method, error });
+        }
+      }
+    }
   }
 
   #toErrorObject(

@@ -37,7 +37,7 @@ export class ServerConnection {
   /** The JSON-RPC peer. */
   readonly peer: RpcPeer;
   /** File handles, HTTP streams and watches of this connection. */
-  readonly resources: ResourceScope = new ResourceScope();
+  readonly resources: ResourceScope;
   /** Resolves after the connection ended and its resources were released. */
   readonly closed: Promise<CloseInfo>;
 
@@ -76,6 +76,13 @@ export class ServerConnection {
         }
       }
       return info;
+    });
+    const peer = this.peer;
+    this.resources = new ResourceScope({
+      notify: (method, params) => peer.notify(method, params),
+      ready: () => (peer.congested ? peer.ready : null),
+      maxMessageBytes: connection.maxMessageBytes,
+      signal: peer.signal,
     });
     this.#logger.info("connection.opened");
   }

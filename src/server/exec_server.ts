@@ -14,6 +14,8 @@ import { environmentInfo } from "./environment_info.ts";
 import type { MethodTable } from "./handler.ts";
 import { environmentMethods } from "./handlers/environment.ts";
 import { processMethods } from "./handlers/process.ts";
+import { fsMethods } from "./handlers/fs.ts";
+import { httpMethods } from "./handlers/http.ts";
 import type { ResolvedExecServerOptions, ServerState } from "./server_state.ts";
 import { SessionRegistry } from "./session_registry.ts";
 
@@ -35,7 +37,7 @@ export interface ExecServerOptions {
 
 /** The registered methods. */
 function methodTable(): MethodTable {
-  return { ...environmentMethods, ...processMethods() };
+  return { ...environmentMethods, ...processMethods(), ...fsMethods, ...httpMethods };
 }
 
 /** See the module documentation. */

@@ -22,7 +22,7 @@ import {
   upgradeProblem,
   type WebSocketLimits,
 } from "../jsonrpc/websocket/handshake.ts";
-import { encodeResponse, HttpHeadError, readHead } from "../jsonrpc/websocket/http1.ts";
+import { encodeResponse, HttpHeadError, readHead } from "../util/http1.ts";
 import type { ExecServer } from "./exec_server.ts";
 import { checkWebSocketAuth, type WebSocketAuth } from "./ws_auth.ts";
 

@@ -12,10 +12,22 @@ export interface Disposable {
   dispose(): void | Promise<void>;
 }
 
+/** What per-connection state may use of its connection. */
+export interface ConnectionContext {
+  /** Sends a notification; resolves false when the connection is gone. */
+  notify(method: string, params: unknown): Promise<boolean>;
+  /** Null when there is room for more output; else resolves when there is. */
+  ready(): Promise<void> | null;
+  /** Largest message the transport carries. */
+  readonly maxMessageBytes: number;
+  /** Aborted when the connection ends. */
+  readonly signal: AbortSignal;
+}
+
 /** Identifies one kind of per-connection state and how to create it. */
 export class ResourceKey<T extends Disposable> {
   /** Creates a key; `create` runs on the first use in each connection. */
-  constructor(readonly name: string, readonly create: () => T) {}
+  constructor(readonly name: string, readonly create: (connection: ConnectionContext) => T) {}
 }
 
 /** The per-connection container. */
@@ -23,12 +35,15 @@ export class ResourceScope {
   #items = new Map<ResourceKey<Disposable>, Disposable>();
   #disposed = false;
 
+  /** Creates the scope of one connection. */
+  constructor(readonly connection: ConnectionContext) {}
+
   /** The state for `key`, created on first use. */
   use<T extends Disposable>(key: ResourceKey<T>): T {
     if (this.#disposed) throw new Error("connection resources already released");
     let item = this.#items.get(key as ResourceKey<Disposable>);
     if (!item) {
-      item = key.create();
+      item = key.create(this.connection);
       this.#items.set(key as ResourceKey<Disposable>, item);
     }
     return item as T;

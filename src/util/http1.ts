@@ -11,6 +11,8 @@ export interface MessageHead {
   readonly startLine: [string, string, string];
   /** Header fields (case-insensitive). */
   readonly headers: Headers;
+  /** Header fields as received: order, case and repeats kept. */
+  readonly rawHeaders: Array<[string, string]>;
   /** Bytes read past the end of the head (start of the body or of frames). */
   readonly leftover: Uint8Array;
 }
@@ -27,7 +29,8 @@ export class HttpHeadError extends Error {
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
-function findHeadEnd(data: Uint8Array, from: number): number {
+/** Index of the `\r\n\r\n` ending a head at or after `from`, or -1. */
+export function findHeadEnd(data: Uint8Array, from: number): number {
   for (let i = Math.max(0, from - 3); i + 3 < data.length; i++) {
     if (data[i] === 13 && data[i + 1] === 10 && data[i + 2] === 13 && data[i + 3] === 10) {
       return i;
@@ -73,7 +76,8 @@ export async function readHead(
   }
 }
 
-function parseHead(bytes: Uint8Array, leftover: Uint8Array): MessageHead {
+/** Parses a head (without its final blank line); `leftover` is kept as is. */
+export function parseHead(bytes: Uint8Array, leftover: Uint8Array): MessageHead {
   const text = decoder.decode(bytes);
   const lines = text.split("\r\n");
   const first = lines[0] ?? "";
@@ -84,17 +88,21 @@ function parseHead(bytes: Uint8Array, leftover: Uint8Array): MessageHead {
     ? [first.slice(0, sp1), first.slice(sp1 + 1), ""]
     : [first.slice(0, sp1), first.slice(sp1 + 1, sp2), first.slice(sp2 + 1)];
   const headers = new Headers();
+  const rawHeaders: Array<[string, string]> = [];
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i]!;
     const colon = line.indexOf(":");
     if (colon <= 0) throw new HttpHeadError(400, "malformed header line");
+    const name = line.slice(0, colon).trim();
+    const value = line.slice(colon + 1).trim();
     try {
-      headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+      headers.append(name, value);
     } catch {
       throw new HttpHeadError(400, "invalid header");
     }
+    rawHeaders.push([name, value]);
   }
-  return { startLine, headers, leftover };
+  return { startLine, headers, rawHeaders, leftover };
 }
 
 const REASONS: Record<number, string> = {

@@ -1,0 +1,80 @@
+/**
+ * Inspecting paths: `fs/getMetadata`, `fs/canonicalize`, `fs/readDirectory`.
+ *
+ * @module
+ */
+
+import { RpcError } from "../jsonrpc/errors.ts";
+import { ErrorCode } from "../protocol/errors.ts";
+import type { FsDirectoryEntry, FsMetadata } from "../protocol/types.ts";
+import { checkNoSymlinks, withFsErrors } from "./errors.ts";
+
+/** Most entries `fs/readDirectory` returns. */
+export const READ_DIRECTORY_LIMIT = 50_000;
+
+function describe(info: Deno.FileInfo, isSymlink: boolean): FsMetadata {
+  return {
+    isDirectory: info.isDirectory,
+    isFile: info.isFile,
+    isSymlink,
+    size: info.size,
+    createdAtMs: info.birthtime?.getTime() ?? 0,
+    modifiedAtMs: info.mtime?.getTime() ?? 0,
+  };
+}
+
+/**
+ * Metadata of `path`: with `followSymlinks`, type, size and times describe
+ * the target while `isSymlink` tells whether the path itself is a link.
+ */
+export async function getMetadata(path: string, followSymlinks: boolean): Promise<FsMetadata> {
+  if (!followSymlinks) {
+    await checkNoSymlinks(
+      path,
+      new RpcError(ErrorCode.InvalidRequest, "path contains a symbolic link"),
+    );
+    return describe(await withFsErrors(path, () => Deno.lstat(path)), false);
+  }
+  const link = await withFsErrors(path, () => Deno.lstat(path));
+  const info = link.isSymlink ? await withFsErrors(path, () => Deno.stat(path)) : link;
+  return describe(info, link.isSymlink);
+}
+
+/** The fully resolved real path. */
+export function canonicalize(path: string): Promise<string> {
+  return withFsErrors(path, () => Deno.realPath(path));
+}
+
+/**
+ * Directory entries in OS order; symlinks report their target's type and
+ * dangling ones are left out. More than the limit is an error.
+ */
+export async function readDirectory(
+  path: string,
+  limit = READ_DIRECTORY_LIMIT,
+): Promise<FsDirectoryEntry[]> {
+  return await withFsErrors(path, async () => {
+    const entries: FsDirectoryEntry[] = [];
+    let count = 0;
+    for await (const entry of Deno.readDir(path)) {
+      if (++count > limit) {
+        throw new RpcError(
+          ErrorCode.InternalError,
+          `fs/readDirectory returned ${count} entries; limit is ${limit}`,
+        );
+      }
+      let { isDirectory, isFile } = entry;
+      if (entry.isSymlink) {
+        try {
+          const target = await Deno.stat(`${path === "/" ? "" : path}/${entry.name}`);
+          isDirectory = target.isDirectory;
+          isFile = target.isFile;
+        } catch {
+          continue; // dangling (or unreadable) link: omitted
+        }
+      }
+      entries.push({ fileName: entry.name, isDirectory, isFile });
+    }
+    return entries;
+  });
+}

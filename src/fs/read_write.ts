@@ -1,0 +1,64 @@
+/**
+ * Whole-file reads and writes (`fs/readFile`, `fs/writeFile`).
+ *
+ * @module
+ */
+
+import { RpcError } from "../jsonrpc/errors.ts";
+import { ErrorCode } from "../protocol/errors.ts";
+import { writeFileAtomic } from "./atomic.ts";
+import { checkNoSymlinks, errnoError, fsError, notAFile, withFsErrors } from "./errors.ts";
+
+/** The largest file `fs/readFile` returns (512 MiB). */
+export const READ_FILE_LIMIT = 512 * 1024 * 1024;
+
+/** Bytes of base64 for `n` bytes of data. */
+export function base64Length(n: number): number {
+  return Math.ceil(n / 3) * 4;
+}
+
+/** Options of {@linkcode readFileChecked}. */
+export interface ReadFileOptions {
+  /** Follow a final symlink. */
+  readonly followSymlinks: boolean;
+  /** Largest file accepted. */
+  readonly limit?: number;
+  /**
+   * Largest base64 payload the transport can carry in one message; larger
+   * files fail at once, pointing to handle-based reads.
+   */
+  readonly maxPayloadBytes?: number;
+}
+
+/** Reads a regular file whole, enforcing the protocol's rules and limits. */
+export async function readFileChecked(path: string, options: ReadFileOptions): Promise<Uint8Array> {
+  if (!options.followSymlinks) await checkNoSymlinks(path, errnoError(40, path));
+  const info = await withFsErrors(path, () => Deno.stat(path));
+  if (!info.isFile) throw notAFile(path);
+  const limit = options.limit ?? READ_FILE_LIMIT;
+  if (info.size > limit) {
+    throw new RpcError(ErrorCode.InvalidRequest, `file is too large to read: limit is ${limit} bytes`);
+  }
+  if (options.maxPayloadBytes !== undefined && base64Length(info.size) > options.maxPayloadBytes) {
+    throw new RpcError(
+      ErrorCode.InvalidRequest,
+      `file ${path} is ${info.size} bytes; its base64 would exceed this connection's ${options.maxPayloadBytes}-byte message limit: ` +
+        "read it in blocks with fs/open and fs/readBlock",
+    );
+  }
+  try {
+    return await Deno.readFile(path);
+  } catch (error) {
+    throw fsError(error, path);
+  }
+}
+
+/** Writes a file atomically (temporary sibling, then rename). */
+export async function writeFileChecked(
+  path: string,
+  data: Uint8Array,
+  followSymlinks: boolean,
+): Promise<void> {
+  if (!followSymlinks) await checkNoSymlinks(path, errnoError(40, path));
+  await withFsErrors(path, () => writeFileAtomic(path, data));
+}

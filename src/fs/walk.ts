@@ -1,0 +1,132 @@
+/**
+ * `fs/walk`: a bounded breadth-first listing (protocol §11.1).
+ *
+ * Within a directory entries are sorted by name; the root is not listed.
+ * Symlinks to files and dangling links are omitted; a link to a directory is
+ * listed (and descended) only with `followDirectorySymlinks`, and a
+ * directory reached twice is not descended again. Hidden directories are
+ * listed but not descended with `pruneHiddenDirectories`. Unreadable
+ * directories are reported in `errors`.
+ *
+ * @module
+ */
+
+import { RpcError } from "../jsonrpc/errors.ts";
+import { ErrorCode } from "../protocol/errors.ts";
+import type { FsWalkOptions } from "../protocol/types.ts";
+import { osErrorText } from "../util/os_error.ts";
+import { withFsErrors } from "./errors.ts";
+
+/** Hard limits of the options. */
+export const WALK_LIMITS = { depth: 64, directories: 10_000, entries: 50_000 } as const;
+
+/** One result entry (native path). */
+export interface WalkEntry {
+  /** Absolute path. */
+  readonly path: string;
+  /** Kind. */
+  readonly kind: "directory" | "file";
+}
+
+/** A directory that could not be read. */
+export interface WalkError {
+  /** Absolute path. */
+  readonly path: string;
+  /** The OS error. */
+  readonly message: string;
+}
+
+/** Result of {@linkcode walk}. */
+export interface WalkResult {
+  /** Entries, breadth-first. */
+  readonly entries: WalkEntry[];
+  /** Unreadable directories. */
+  readonly errors: WalkError[];
+  /** A limit stopped the walk. */
+  readonly truncated: boolean;
+}
+
+/** Validates the limits with the reference's messages. */
+export function checkWalkOptions(options: FsWalkOptions): void {
+  if (options.maxDepth === 0 || options.maxDirectories === 0 || options.maxEntries === 0) {
+    throw new RpcError(ErrorCode.InvalidRequest, "filesystem walk limits must be greater than zero");
+  }
+  if (
+    options.maxDepth > WALK_LIMITS.depth || options.maxDirectories > WALK_LIMITS.directories ||
+    options.maxEntries > WALK_LIMITS.entries
+  ) {
+    throw new RpcError(
+      ErrorCode.InvalidRequest,
+      `filesystem walk limits exceed maximums: depth=${WALK_LIMITS.depth}, directories=${WALK_LIMITS.directories}, entries=${WALK_LIMITS.entries}`,
+    );
+  }
+}
+
+function key(info: Deno.FileInfo): string {
+  return `${info.dev}:${info.ino}`;
+}
+
+/** Walks `root` (see the module documentation). */
+export async function walk(root: string, options: FsWalkOptions): Promise<WalkResult> {
+  checkWalkOptions(options);
+  const rootInfo = await withFsErrors(root, () => Deno.stat(root));
+  if (!rootInfo.isDirectory) {
+    return { entries: [], errors: [{ path: root, message: "Not a directory (os error 20)" }], truncated: false };
+  }
+  const entries: WalkEntry[] = [];
+  const errors: WalkError[] = [];
+  const visited = new Set<string>([key(rootInfo)]);
+  let queue: Array<{ path: string; depth: number }> = [{ path: root, depth: 0 }];
+  let descended = 0;
+  while (queue.length > 0) {
+    const next: typeof queue = [];
+    for (const dir of queue) {
+      if (descended >= options.maxDirectories) {
+        return { entries, errors, truncated: true };
+      }
+      descended++;
+      let names: Array<{ name: string; entry: Deno.DirEntry }> = [];
+      try {
+        for await (const entry of Deno.readDir(dir.path)) names.push({ name: entry.name, entry });
+      } catch (error) {
+        errors.push({ path: dir.path, message: osErrorText(error) });
+        continue;
+      }
+      names = names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      const base = dir.path === "/" ? "" : dir.path;
+      for (const { name, entry } of names) {
+        const path = `${base}/${name}`;
+        let isDirectory = entry.isDirectory;
+        let isFile = entry.isFile;
+        let info: Deno.FileInfo | null = null;
+        if (entry.isSymlink) {
+          if (!options.followDirectorySymlinks) continue;
+          try {
+            info = await Deno.stat(path);
+          } catch {
+            continue; // dangling
+          }
+          if (!info.isDirectory) continue; // links to files are omitted
+          isDirectory = true;
+          isFile = false;
+        }
+        if (!isDirectory && !isFile) continue;
+        if (entries.length >= options.maxEntries) return { entries, errors, truncated: true };
+        entries.push({ path, kind: isDirectory ? "directory" : "file" });
+        if (!isDirectory || dir.depth + 1 >= options.maxDepth) continue;
+        if (options.pruneHiddenDirectories && name.startsWith(".")) continue;
+        try {
+          info ??= await Deno.stat(path);
+        } catch (error) {
+          errors.push({ path, message: osErrorText(error) });
+          continue;
+        }
+        if (visited.has(key(info))) continue;
+        visited.add(key(info));
+        next.push({ path, depth: dir.depth + 1 });
+      }
+    }
+    queue = next;
+  }
+  return { entries, errors, truncated: false };
+}
