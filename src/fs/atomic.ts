@@ -82,5 +82,8 @@ export async function replaceAtomically(
 
 /** Writes `data` to `path` atomically (see the module documentation). */
 export async function writeFileAtomic(path: string, data: Uint8Array): Promise<void> {
-  await replaceAtomically(await writeTarget(path), (temp) => Deno.writeFile(temp, data, { createNew: true }));
+  await replaceAtomically(
+    await writeTarget(path),
+    (temp) => Deno.writeFile(temp, data, { createNew: true }),
+  );
 }

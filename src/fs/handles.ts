@@ -37,7 +37,10 @@ const encoder = new TextEncoder();
 
 function checkId(id: string): void {
   if (encoder.encode(id).length > MAX_HANDLE_ID_BYTES) {
-    throw new RpcError(ErrorCode.InvalidRequest, `file handle ID must not exceed ${MAX_HANDLE_ID_BYTES} bytes`);
+    throw new RpcError(
+      ErrorCode.InvalidRequest,
+      `file handle ID must not exceed ${MAX_HANDLE_ID_BYTES} bytes`,
+    );
   }
 }
 
@@ -130,7 +133,10 @@ export class FileHandleTable {
   readBlock(id: string, offset: number, len: number): Promise<{ bytes: Uint8Array; eof: boolean }> {
     checkId(id);
     if (len < 1 || len > MAX_BLOCK) {
-      throw new RpcError(ErrorCode.InvalidRequest, `file read block length must be between 1 and ${MAX_BLOCK}`);
+      throw new RpcError(
+        ErrorCode.InvalidRequest,
+        `file read block length must be between 1 and ${MAX_BLOCK}`,
+      );
     }
     const handle = this.#get(id);
     if (handle.mode !== "read") throw errnoError(9, handle.path);
@@ -155,11 +161,16 @@ export class FileHandleTable {
   writeBlock(id: string, offset: number, bytes: Uint8Array): Promise<void> {
     checkId(id);
     if (bytes.length < 1 || bytes.length > MAX_BLOCK) {
-      throw new RpcError(ErrorCode.InvalidRequest, `file write block length must be between 1 and ${MAX_BLOCK}`);
+      throw new RpcError(
+        ErrorCode.InvalidRequest,
+        `file write block length must be between 1 and ${MAX_BLOCK}`,
+      );
     }
     const handle = this.#handles.get(id);
     // A read handle's id is unknown to writes (as in the reference).
-    if (handle === undefined || handle === "opening" || handle.mode !== "replace") throw unknownHandle(id);
+    if (handle === undefined || handle === "opening" || handle.mode !== "replace") {
+      throw unknownHandle(id);
+    }
     return this.#enqueue(handle, async () => {
       try {
         await handle.file.seek(offset, Deno.SeekMode.Start);

@@ -37,7 +37,10 @@ export async function readFileChecked(path: string, options: ReadFileOptions): P
   if (!info.isFile) throw notAFile(path);
   const limit = options.limit ?? READ_FILE_LIMIT;
   if (info.size > limit) {
-    throw new RpcError(ErrorCode.InvalidRequest, `file is too large to read: limit is ${limit} bytes`);
+    throw new RpcError(
+      ErrorCode.InvalidRequest,
+      `file is too large to read: limit is ${limit} bytes`,
+    );
   }
   if (options.maxPayloadBytes !== undefined && base64Length(info.size) > options.maxPayloadBytes) {
     throw new RpcError(

@@ -110,7 +110,11 @@ async function resolveDestination(destination: string): Promise<string> {
 }
 
 /** `fs/copy` (see the module documentation). */
-export async function copyPath(source: string, destination: string, recursive: boolean): Promise<void> {
+export async function copyPath(
+  source: string,
+  destination: string,
+  recursive: boolean,
+): Promise<void> {
   const info = await withFsErrors(source, () => Deno.lstat(source));
   if (info.isSymlink) {
     await withFsErrors(destination, () => copySymlink(source, destination));

@@ -49,7 +49,10 @@ export interface WalkResult {
 /** Validates the limits with the reference's messages. */
 export function checkWalkOptions(options: FsWalkOptions): void {
   if (options.maxDepth === 0 || options.maxDirectories === 0 || options.maxEntries === 0) {
-    throw new RpcError(ErrorCode.InvalidRequest, "filesystem walk limits must be greater than zero");
+    throw new RpcError(
+      ErrorCode.InvalidRequest,
+      "filesystem walk limits must be greater than zero",
+    );
   }
   if (
     options.maxDepth > WALK_LIMITS.depth || options.maxDirectories > WALK_LIMITS.directories ||
@@ -71,7 +74,11 @@ export async function walk(root: string, options: FsWalkOptions): Promise<WalkRe
   checkWalkOptions(options);
   const rootInfo = await withFsErrors(root, () => Deno.stat(root));
   if (!rootInfo.isDirectory) {
-    return { entries: [], errors: [{ path: root, message: "Not a directory (os error 20)" }], truncated: false };
+    return {
+      entries: [],
+      errors: [{ path: root, message: "Not a directory (os error 20)" }],
+      truncated: false,
+    };
   }
   const entries: WalkEntry[] = [];
   const errors: WalkError[] = [];

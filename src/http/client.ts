@@ -83,7 +83,10 @@ function serialiseRequest(request: HttpClientRequest, url: URL): Uint8Array {
   const headers = [...request.headers];
   if (!hasHeader(headers, "host")) headers.unshift(["host", url.host]);
   if (!hasHeader(headers, "accept")) headers.push(["accept", "*/*"]);
-  if (request.body !== undefined && !hasHeader(headers, "content-length") && !hasHeader(headers, "transfer-encoding")) {
+  if (
+    request.body !== undefined && !hasHeader(headers, "content-length") &&
+    !hasHeader(headers, "transfer-encoding")
+  ) {
     headers.push(["content-length", String(request.body.length)]);
   }
   let head = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\n`;
@@ -167,10 +170,14 @@ type Framing = { kind: "none" } | { kind: "length"; remaining: number } | { kind
 };
 
 function bodyFraming(method: string, status: number, headers: Array<[string, string]>): Framing {
-  if (method.toUpperCase() === "HEAD" || status === 204 || status === 304 || (status >= 100 && status < 200)) {
+  if (
+    method.toUpperCase() === "HEAD" || status === 204 || status === 304 ||
+    (status >= 100 && status < 200)
+  ) {
     return { kind: "none" };
   }
-  const te = headers.filter(([n]) => n === "transfer-encoding").map(([, v]) => v.toLowerCase()).join(",");
+  const te = headers.filter(([n]) => n === "transfer-encoding").map(([, v]) => v.toLowerCase())
+    .join(",");
   if (te.split(",").map((t) => t.trim()).includes("chunked")) return { kind: "chunked" };
   const cl = headers.find(([n]) => n === "content-length");
   if (cl) {
@@ -182,7 +189,11 @@ function bodyFraming(method: string, status: number, headers: Array<[string, str
 }
 
 /** The body as a pull stream over the socket; closes the socket at its end. */
-function bodyStream(source: ByteSource, framing: Framing, close: () => void): ReadableStream<Uint8Array> {
+function bodyStream(
+  source: ByteSource,
+  framing: Framing,
+  close: () => void,
+): ReadableStream<Uint8Array> {
   let chunkRemaining = 0;
   let finished = false;
   const finish = (controller: ReadableStreamDefaultController<Uint8Array>) => {
@@ -235,7 +246,9 @@ function bodyStream(source: ByteSource, framing: Framing, close: () => void): Re
       } catch (error) {
         finished = true;
         close();
-        controller.error(error instanceof HttpBodyError ? error : new HttpBodyError(undefined, { cause: error }));
+        controller.error(
+          error instanceof HttpBodyError ? error : new HttpBodyError(undefined, { cause: error }),
+        );
       }
     },
     cancel() {
@@ -300,7 +313,9 @@ async function exchange(
       }
       // Informational responses precede the real one.
       if (status >= 100 && status < 200 && status !== 101) continue;
-      const responseHeaders = head.rawHeaders.map(([n, v]) => [n.toLowerCase(), v] as [string, string]);
+      const responseHeaders = head.rawHeaders.map(([n, v]) =>
+        [n.toLowerCase(), v] as [string, string]
+      );
       return {
         status,
         headers: responseHeaders,
@@ -336,7 +351,10 @@ export async function httpRequest(request: HttpClientRequest): Promise<HttpClien
   for (let hop = 0;; hop++) {
     const response = await exchange(request, url, method, body, headers);
     const location = response.headers.find(([n]) => n === "location")?.[1];
-    if (request.redirect === "stop" || location === undefined || ![301, 302, 303, 307, 308].includes(response.status)) {
+    if (
+      request.redirect === "stop" || location === undefined ||
+      ![301, 302, 303, 307, 308].includes(response.status)
+    ) {
       return response;
     }
     await response.body.cancel();
@@ -351,12 +369,19 @@ export async function httpRequest(request: HttpClientRequest): Promise<HttpClien
       throw new HttpTransportError(`redirect to unsupported scheme ${next.protocol}`);
     }
     const upper = method.toUpperCase();
-    if (response.status === 303 || ((response.status === 301 || response.status === 302) && upper !== "GET" && upper !== "HEAD")) {
+    if (
+      response.status === 303 ||
+      ((response.status === 301 || response.status === 302) && upper !== "GET" && upper !== "HEAD")
+    ) {
       method = upper === "HEAD" ? "HEAD" : "GET";
       body = undefined;
-      headers = headers.filter(([n]) => !["content-length", "content-type", "transfer-encoding"].includes(n.toLowerCase()));
+      headers = headers.filter(([n]) =>
+        !["content-length", "content-type", "transfer-encoding"].includes(n.toLowerCase())
+      );
     }
-    if (next.origin !== url.origin) headers = headers.filter(([n]) => !SENSITIVE.has(n.toLowerCase()));
+    if (next.origin !== url.origin) {
+      headers = headers.filter(([n]) => !SENSITIVE.has(n.toLowerCase()));
+    }
     headers = headers.filter(([n]) => n.toLowerCase() !== "host" && n.toLowerCase() !== "referer");
     if (!(url.protocol === "https:" && next.protocol === "http:")) {
       const referer = new URL(url);

@@ -55,7 +55,9 @@ export function prepareRequest(
     throw invalidParams("http/request url is invalid: relative URL without a base");
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw invalidParams(`http/request only supports http and https URLs, got ${url.protocol.slice(0, -1)}`);
+    throw invalidParams(
+      `http/request only supports http and https URLs, got ${url.protocol.slice(0, -1)}`,
+    );
   }
   const headers: Array<[string, string]> = [];
   for (const h of spec.headers) {
@@ -122,7 +124,9 @@ export async function startExchange(
     return { response, done };
   } catch (error) {
     done();
-    const detail = timedOut ? `operation timed out after ${spec.timeoutMs} ms` : (error as Error).message;
+    const detail = timedOut
+      ? `operation timed out after ${spec.timeoutMs} ms`
+      : (error as Error).message;
     const shown = prepared.url.href;
     throw new RpcError(
       ErrorCode.InternalError,
@@ -143,7 +147,10 @@ export function bodyErrorMessage(error: unknown): string {
  * Reads a whole body, failing with a clear `-32603` past `limit` bytes
  * (instead of buffering without bound).
  */
-export async function readBody(body: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array> {
+export async function readBody(
+  body: ReadableStream<Uint8Array>,
+  limit: number,
+): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let total = 0;
   const reader = body.getReader();

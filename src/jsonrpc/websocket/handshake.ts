@@ -6,7 +6,13 @@
  */
 
 import { type ByteDuplex, WebSocketChannel, type WebSocketChannelOptions } from "./channel.ts";
-import { acceptKey, encodeResponse, HttpHeadError, type MessageHead, readHead } from "../../util/http1.ts";
+import {
+  acceptKey,
+  encodeResponse,
+  HttpHeadError,
+  type MessageHead,
+  readHead,
+} from "../../util/http1.ts";
 
 /** Limits and timers shared by both roles. */
 export type WebSocketLimits = Omit<WebSocketChannelOptions, "role" | "leftover">;

@@ -99,15 +99,21 @@ export const fsMethods: MethodTable = {
     return getMetadata(p.path, p.followSymlinks);
   }),
 
-  [Method.FsCanonicalize]: defineMethod(fsCanonicalizeParams, async (p): Promise<FsCanonicalizeResult> => {
-    noSandbox(p.sandbox);
-    return { path: pathToUri(await canonicalize(p.path)) };
-  }),
+  [Method.FsCanonicalize]: defineMethod(
+    fsCanonicalizeParams,
+    async (p): Promise<FsCanonicalizeResult> => {
+      noSandbox(p.sandbox);
+      return { path: pathToUri(await canonicalize(p.path)) };
+    },
+  ),
 
-  [Method.FsReadDirectory]: defineMethod(fsReadDirectoryParams, async (p): Promise<FsReadDirectoryResult> => {
-    noSandbox(p.sandbox);
-    return { entries: await readDirectory(p.path) };
-  }),
+  [Method.FsReadDirectory]: defineMethod(
+    fsReadDirectoryParams,
+    async (p): Promise<FsReadDirectoryResult> => {
+      noSandbox(p.sandbox);
+      return { entries: await readDirectory(p.path) };
+    },
+  ),
 
   [Method.FsRemove]: defineMethod(fsRemoveParams, async (p) => {
     noSandbox(p.sandbox);
@@ -127,14 +133,17 @@ export const fsMethods: MethodTable = {
     return { handleId: p.handleId };
   }),
 
-  [Method.FsReadBlock]: defineMethod(fsReadBlockParams, async (p, ctx): Promise<FsReadBlockResult> => {
-    const { bytes, eof } = await ctx.connection.resources.use(HANDLES).readBlock(
-      p.handleId,
-      p.offset,
-      p.len,
-    );
-    return { chunk: bytes.toBase64(), eof };
-  }),
+  [Method.FsReadBlock]: defineMethod(
+    fsReadBlockParams,
+    async (p, ctx): Promise<FsReadBlockResult> => {
+      const { bytes, eof } = await ctx.connection.resources.use(HANDLES).readBlock(
+        p.handleId,
+        p.offset,
+        p.len,
+      );
+      return { chunk: bytes.toBase64(), eof };
+    },
+  ),
 
   [Method.FsWriteBlock]: defineMethod(fsWriteBlockParams, async (p, ctx) => {
     await ctx.connection.resources.use(HANDLES).writeBlock(p.handleId, p.offset, p.chunk);
@@ -156,8 +165,11 @@ export const fsMethods: MethodTable = {
     };
   }),
 
-  [Method.FsWatchMissing]: defineMethod(fsWatchMissingParams, async (p, ctx): Promise<FsWatchMissingResult> => {
-    noSandbox(p.sandbox);
-    return { watching: await ctx.connection.resources.use(WATCH).watch(p.watchId, p.missing) };
-  }),
+  [Method.FsWatchMissing]: defineMethod(
+    fsWatchMissingParams,
+    async (p, ctx): Promise<FsWatchMissingResult> => {
+      noSandbox(p.sandbox);
+      return { watching: await ctx.connection.resources.use(WATCH).watch(p.watchId, p.missing) };
+    },
+  ),
 };

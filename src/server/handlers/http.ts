@@ -7,7 +7,12 @@
  */
 
 import { RpcError } from "../../jsonrpc/errors.ts";
-import { bodyErrorMessage, type HttpExchange, readBody, startExchange } from "../../http/request.ts";
+import {
+  bodyErrorMessage,
+  type HttpExchange,
+  readBody,
+  startExchange,
+} from "../../http/request.ts";
 import { httpRequestParams } from "../../protocol/decoders.ts";
 import { ErrorCode } from "../../protocol/errors.ts";
 import { Method, ServerNotification } from "../../protocol/methods.ts";
@@ -75,7 +80,11 @@ async function streamBody(
     }
     await delta("", true, null);
   } catch (error) {
-    await delta("", true, connection.signal.aborted ? "connection closed" : bodyErrorMessage(error));
+    await delta(
+      "",
+      true,
+      connection.signal.aborted ? "connection closed" : bodyErrorMessage(error),
+    );
   } finally {
     reader.releaseLock();
     await exchange.response.body.cancel().catch(() => {});
@@ -86,41 +95,46 @@ async function streamBody(
 
 /** The HTTP method. */
 export const httpMethods: MethodTable = {
-  [Method.HttpRequest]: defineMethod(httpRequestParams, async (p, ctx): Promise<HttpResponseResult> => {
-    const spec = {
-      method: p.method,
-      url: p.url,
-      headers: p.headers,
-      redirectPolicy: p.redirectPolicy,
-      ...(p.bodyBase64 ? { body: p.bodyBase64 } : {}),
-      ...(p.timeoutMs !== undefined ? { timeoutMs: p.timeoutMs } : {}),
-    };
-    const env = (name: string) => Deno.env.get(name);
-    if (!p.streamResponse) {
-      // Waiting on the network does not hold a request slot.
-      const exchange = await ctx.rpc.idle(startExchange(spec, env, ctx.rpc.signal));
-      try {
-        const body = await ctx.rpc.idle(readBody(exchange.response.body, ctx.server.options.httpBodyLimitBytes));
-        return headResult(exchange, body);
-      } finally {
-        exchange.done();
+  [Method.HttpRequest]: defineMethod(
+    httpRequestParams,
+    async (p, ctx): Promise<HttpResponseResult> => {
+      const spec = {
+        method: p.method,
+        url: p.url,
+        headers: p.headers,
+        redirectPolicy: p.redirectPolicy,
+        ...(p.bodyBase64 ? { body: p.bodyBase64 } : {}),
+        ...(p.timeoutMs !== undefined ? { timeoutMs: p.timeoutMs } : {}),
+      };
+      const env = (name: string) => Deno.env.get(name);
+      if (!p.streamResponse) {
+        // Waiting on the network does not hold a request slot.
+        const exchange = await ctx.rpc.idle(startExchange(spec, env, ctx.rpc.signal));
+        try {
+          const body = await ctx.rpc.idle(
+            readBody(exchange.response.body, ctx.server.options.httpBodyLimitBytes),
+          );
+          return headResult(exchange, body);
+        } finally {
+          exchange.done();
+        }
       }
-    }
-    const streams = ctx.connection.resources.use(STREAMS);
-    const controller = streams.claim(p.requestId);
-    const release = () => streams.release(p.requestId, controller);
-    let exchange: HttpExchange;
-    try {
-      exchange = await ctx.rpc.idle(
-        startExchange(spec, env, AbortSignal.any([ctx.rpc.signal, controller.signal])),
-      );
-    } catch (error) {
-      release();
-      throw error;
-    }
-    ctx.rpc.afterResponse(() => {
-      streamBody(exchange, p.requestId, ctx.connection.resources.connection, release);
-    });
-    return headResult(exchange, null);
-  }),
+      const streams = ctx.connection.resources.use(STREAMS);
+      const controller = streams.claim(p.requestId);
+      const release = () => streams.release(p.requestId, controller);
+      let exchange: HttpExchange;
+      try {
+        exchange = await ctx.rpc.idle(
+          startExchange(spec, env, AbortSignal.any([ctx.rpc.signal, controller.signal])),
+        );
+      } catch (error) {
+        release();
+        throw error;
+      }
+      ctx.rpc.afterResponse(() => {
+        streamBody(exchange, p.requestId, ctx.connection.resources.connection, release);
+      });
+      return headResult(exchange, null);
+    },
+  ),
 };
