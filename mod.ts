@@ -92,6 +92,7 @@ export type {
   RequestId,
 } from "./src/jsonrpc/message.ts";
 export type { StrictJsonLimits } from "./src/jsonrpc/strict_json.ts";
+export type { Framing } from "./src/jsonrpc/output_sink.ts";
 
 // Protocol
 export { ClientNotification, Method, ServerNotification } from "./src/protocol/methods.ts";

@@ -34,6 +34,7 @@ export class WireClient {
   #waiters: Array<() => void> = [];
   #nextId = 1;
   #ended = false;
+  #gate: PromiseWithResolvers<void> | null = null;
   readonly ended: Promise<void>;
   #resolveEnded!: () => void;
 
@@ -41,8 +42,12 @@ export class WireClient {
     this.ended = new Promise((r) => (this.#resolveEnded = r));
   }
 
+  /** Every message in arrival order (never consumed). */
+  readonly arrivals: Msg[] = [];
+
   /** Feed one decoded message (called by the transport). */
   push(msg: Msg): void {
+    this.arrivals.push(msg);
     this.#messages.push(msg);
     for (const w of this.#waiters.splice(0)) w();
   }
@@ -55,6 +60,22 @@ export class WireClient {
 
   get isEnded(): boolean {
     return this.#ended;
+  }
+
+  /** Stops reading from the transport (the server sees backpressure). */
+  pause(): void {
+    this.#gate ??= Promise.withResolvers<void>();
+  }
+
+  /** Resumes reading. */
+  resume(): void {
+    this.#gate?.resolve();
+    this.#gate = null;
+  }
+
+  /** Resolves when reading may continue (transports await it before each read). */
+  readGate(): Promise<void> | undefined {
+    return this.#gate?.promise;
   }
 
   /** Every message received so far (not consumed). */
@@ -122,7 +143,12 @@ export class WireClient {
 async function pumpLines(readable: ReadableStream<Uint8Array>, client: WireClient) {
   let buffered = "";
   try {
-    for await (const chunk of readable) {
+    const reader = readable.getReader();
+    for (;;) {
+      const gate = client.readGate();
+      if (gate) await gate;
+      const { value: chunk, done } = await reader.read();
+      if (done) break;
       buffered += decoder.decode(chunk, { stream: true });
       let nl: number;
       while ((nl = buffered.indexOf("\n")) !== -1) {

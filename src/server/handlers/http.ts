@@ -70,6 +70,7 @@ async function streamBody(
     const params: HttpBodyDeltaNotification = { requestId, seq: ++seq, deltaBase64, done, error };
     return connection.notify(ServerNotification.HttpBodyDelta, params);
   };
+  let failure: string | null = null;
   try {
     for (;;) {
       const ready = connection.ready();
@@ -78,19 +79,16 @@ async function streamBody(
       if (done) break;
       if (!(await delta(value.toBase64(), false, null))) return; // connection gone
     }
-    await delta("", true, null);
   } catch (error) {
-    await delta(
-      "",
-      true,
-      connection.signal.aborted ? "connection closed" : bodyErrorMessage(error),
-    );
+    failure = connection.signal.aborted ? "connection closed" : bodyErrorMessage(error);
   } finally {
     reader.releaseLock();
     await exchange.response.body.cancel().catch(() => {});
     exchange.done();
+    // Free the id before the last delta: a client may reuse it at once.
     release();
   }
+  await delta("", true, failure);
 }
 
 /** The HTTP method. */
