@@ -98,7 +98,7 @@ Deno.test("fs/readFile: content, errors by kind, symlink rules, URI validation",
   });
 });
 
-Deno.test("fs/readFile: size limit, and files whose base64 cannot fit one message point to handles", async () => {
+Deno.test("fs/readFile: size limit; stdio carries big files; a declared client limit is honoured", async () => {
   await withFs(async (c, d) => {
     const huge = await Deno.open(`${d}/huge`, { create: true, write: true });
     await huge.truncate(513 * 1024 * 1024); // sparse
@@ -107,13 +107,30 @@ Deno.test("fs/readFile: size limit, and files whose base64 cannot fit one messag
       code: -32600,
       message: "file is too large to read: limit is 536870912 bytes",
     });
+    // 64 MiB of data is 85 MiB of base64: stdio output lines have no limit.
     const big = await Deno.open(`${d}/big`, { create: true, write: true });
-    await big.truncate(49 * 1024 * 1024); // base64 ≈ 65.3 MiB > 64 MiB message limit
+    await big.truncate(64 * 1024 * 1024);
     big.close();
-    const e = await err(c, "fs/readFile", { path: u(`${d}/big`) });
-    assertEquals(e.code, -32600);
-    assertStringIncludes(e.message, "fs/open and fs/readBlock");
+    const r = await c.request("fs/readFile", { path: u(`${d}/big`) }, 60_000);
+    assertEquals(r.dataBase64.length, 4 * Math.ceil(64 * 1024 * 1024 / 3));
   });
+  // A client that declares a smaller limit gets an immediate, specific error.
+  await using s = inProcessStdio();
+  await s.client.initialize({ clientName: "small", maxMessageBytes: 1024 * 1024 });
+  const d = await Deno.realPath(await Deno.makeTempDir());
+  try {
+    await Deno.writeFile(`${d}/fits`, new Uint8Array(600 * 1024));
+    await Deno.writeFile(`${d}/too-big`, new Uint8Array(800 * 1024));
+    assertEquals(
+      (await s.client.request("fs/readFile", { path: u(`${d}/fits`) })).dataBase64.length,
+      819200,
+    );
+    const e = await err(s.client, "fs/readFile", { path: u(`${d}/too-big`) });
+    assertEquals(e.code, -32600);
+    assertStringIncludes(e.message, "read it in blocks with fs/open and fs/readBlock");
+  } finally {
+    await Deno.remove(d, { recursive: true });
+  }
 });
 
 Deno.test("fs/writeFile: create, overwrite keeping mode, through symlinks, errors, atomic replacement", async () => {

@@ -297,3 +297,27 @@ Deno.test("ws: refuses a non-loopback bind without auth unless allowed", async (
     await server.close();
   }
 });
+
+Deno.test("ws: fs/readFile answers beyond the assumed 64 MiB peer limit fail at once unless the client declares more", async () => {
+  await using s = startServer();
+  const dir = await Deno.realPath(await Deno.makeTempDir());
+  try {
+    const f = await Deno.open(`${dir}/big`, { create: true, write: true });
+    await f.truncate(49 * 1024 * 1024); // 65.3 MiB of base64
+    f.close();
+    const path = `file://${dir}/big`;
+    const a = await webSocketClient(s.listener.url);
+    await a.initialize();
+    const refused = await a.call("fs/readFile", { path });
+    assertEquals(refused.error.code, -32600);
+    assertStringIncludes(refused.error.message, "fs/open and fs/readBlock");
+    await a.close();
+    const b = await webSocketClient(s.listener.url);
+    await b.initialize({ clientName: "big", maxMessageBytes: 128 * 1024 * 1024 });
+    const ok = await b.request("fs/readFile", { path }, 60_000);
+    assertEquals(ok.dataBase64.length, 4 * Math.ceil(49 * 1024 * 1024 / 3));
+    await b.close();
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

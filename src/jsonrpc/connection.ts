@@ -27,8 +27,11 @@ export interface Connection {
   readonly closed: Promise<CloseInfo>;
   /** Short description for logs, e.g. `stdio` or `ws 127.0.0.1:5000`. */
   readonly label: string;
-  /** Largest encoded message the transport accepts, in bytes. */
-  readonly maxMessageBytes: number;
+  /**
+   * Largest encoded message the peer is known (or assumed) to accept, in
+   * bytes; `Infinity` when the transport has no limit.
+   */
+  readonly maxOutgoingBytes: number;
   /** Ends the connection now (idempotent). */
   close(reason?: string): void;
   /**

@@ -31,6 +31,8 @@ export interface NdjsonOptions {
   readonly jsonLimits?: StrictJsonLimits;
   /** Output bytes that may wait before writes block. Default 1 MiB. */
   readonly outputHighWaterMark?: number;
+  /** Largest message the reader of `output` accepts. Default: unlimited. */
+  readonly maxOutgoingBytes?: number;
   /**
    * `output` is one of Deno's resource streams (stdout, a child's stdin),
    * which are done with written bytes once a write resolves: output buffers
@@ -197,7 +199,7 @@ export function ndjsonConnection(
     closed: latch.promise,
     label,
     flushed: () => output$.flushed(),
-    maxMessageBytes: maxLine,
+    maxOutgoingBytes: options.maxOutgoingBytes ?? Infinity,
     close(reason = "closed locally") {
       finish({ reason });
     },

@@ -158,6 +158,7 @@ const argv: Decoder<string[]> = (v, path) => {
 export const initializeParams = struct<InitializeParams>("InitializeParams", {
   clientName: string,
   resumeSessionId: nullable(string),
+  maxMessageBytes: nullable(u64),
 });
 
 /** Methods without params. */

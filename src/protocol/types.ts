@@ -15,6 +15,12 @@ export interface InitializeParams {
   clientName: string;
   /** Resume this detached session instead of creating one. */
   resumeSessionId?: string | null;
+  /**
+   * Extension: the largest message (bytes) this client accepts. Without it,
+   * WebSocket clients are assumed to accept 64 MiB and stdio clients any
+   * size; larger `fs/readFile` answers fail at once with `-32600`.
+   */
+  maxMessageBytes?: number | null;
 }
 
 /** Result of `initialize`. */

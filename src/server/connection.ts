@@ -46,6 +46,7 @@ export class ServerConnection {
   #session: Session | null = null;
   #logger: Logger;
   #options: ServerConnectionOptions;
+  #declaredMaxMessageBytes: number | undefined;
 
   /** Starts serving `connection`. */
   constructor(server: ServerState, connection: Connection, options: ServerConnectionOptions) {
@@ -78,10 +79,13 @@ export class ServerConnection {
       return info;
     });
     const peer = this.peer;
+    const self = this;
     this.resources = new ResourceScope({
       notify: (method, params) => peer.notify(method, params),
       ready: () => (peer.congested ? peer.ready : null),
-      maxMessageBytes: connection.maxMessageBytes,
+      get maxMessageBytes() {
+        return self.#declaredMaxMessageBytes ?? connection.maxOutgoingBytes;
+      },
       signal: peer.signal,
     });
     this.#logger.info("connection.opened");
@@ -116,6 +120,7 @@ export class ServerConnection {
       ? sessions.resume(p.resumeSessionId, this.#attachment())
       : sessions.create(this.#attachment());
     this.#session = session;
+    this.#declaredMaxMessageBytes = p.maxMessageBytes ?? undefined;
     this.#state = "awaiting-initialized";
     this.#logger.info("connection.initialized", {
       clientName: p.clientName,

@@ -18,7 +18,7 @@ export interface ConnectionContext {
   notify(method: string, params: unknown): Promise<boolean>;
   /** Null when there is room for more output; else resolves when there is. */
   ready(): Promise<void> | null;
-  /** Largest message the transport carries. */
+  /** Largest message the client accepts (declared, or the transport's). */
   readonly maxMessageBytes: number;
   /** Aborted when the connection ends. */
   readonly signal: AbortSignal;

@@ -21,7 +21,15 @@ export interface WebSocketConnectionOptions {
   readonly jsonLimits?: StrictJsonLimits;
   /** Output bytes that may wait before writes block. Default 1 MiB. */
   readonly outputHighWaterMark?: number;
+  /**
+   * Largest message the peer accepts. Default 64 MiB, the common WebSocket
+   * client default (tungstenite, which Codex uses).
+   */
+  readonly maxOutgoingBytes?: number;
 }
+
+/** The message size WebSocket peers are assumed to accept unless told otherwise. */
+export const DEFAULT_PEER_MESSAGE_LIMIT = 64 * 1024 * 1024;
 
 /** Builds a {@linkcode Connection} over an open WebSocket channel. */
 export function webSocketConnection(
@@ -91,7 +99,7 @@ export function webSocketConnection(
     closed: latch.promise,
     label,
     flushed: () => output.flushed(),
-    maxMessageBytes: channel.maxMessageBytes,
+    maxOutgoingBytes: options.maxOutgoingBytes ?? DEFAULT_PEER_MESSAGE_LIMIT,
     close(reason = "closed locally") {
       latch.resolve({ reason });
       channel.close(1000, "").catch(() => {});

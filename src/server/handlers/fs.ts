@@ -39,12 +39,12 @@ import type {
   FsOpenResult,
   FsReadBlockResult,
   FsReadDirectoryResult,
-  FsReadFileResult,
   FsWalkResult,
   FsWatchMissingResult,
 } from "../../protocol/types.ts";
 import { defineMethod, type MethodTable } from "../handler.ts";
 import { ResourceKey } from "../resource_scope.ts";
+import { RawJson } from "../../jsonrpc/message.ts";
 
 /** Room left in a message for the envelope around a file's base64. */
 const ENVELOPE_BYTES = 256;
@@ -66,13 +66,15 @@ function noSandbox(sandbox: unknown): void {
 
 /** Every filesystem method. */
 export const fsMethods: MethodTable = {
-  [Method.FsReadFile]: defineMethod(fsReadFileParams, async (p, ctx): Promise<FsReadFileResult> => {
+  // Answers an FsReadFileResult, pre-serialised (base64 needs no escaping
+  // and can be hundreds of MiB).
+  [Method.FsReadFile]: defineMethod(fsReadFileParams, async (p, ctx): Promise<RawJson> => {
     noSandbox(p.sandbox);
     const bytes = await readFileChecked(p.path, {
       followSymlinks: p.followSymlinks,
       maxPayloadBytes: ctx.connection.resources.connection.maxMessageBytes - ENVELOPE_BYTES,
     });
-    return { dataBase64: bytes.toBase64() };
+    return new RawJson('{"dataBase64":"', bytes.toBase64(), '"}');
   }),
 
   [Method.FsWriteFile]: defineMethod(fsWriteFileParams, async (p) => {
