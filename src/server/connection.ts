@@ -46,7 +46,8 @@ export class ServerConnection {
   #session: Session | null = null;
   #logger: Logger;
   #options: ServerConnectionOptions;
-  #declaredMaxMessageBytes: number | undefined;
+  /** The largest message the client declared it accepts (initialize). */
+  #limits: { declared: number | undefined } = { declared: undefined };
 
   /** Starts serving `connection`. */
   constructor(server: ServerState, connection: Connection, options: ServerConnectionOptions) {
@@ -79,12 +80,12 @@ export class ServerConnection {
       return info;
     });
     const peer = this.peer;
-    const self = this;
+    const limits = this.#limits;
     this.resources = new ResourceScope({
       notify: (method, params) => peer.notify(method, params),
       ready: () => (peer.congested ? peer.ready : null),
       get maxMessageBytes() {
-        return self.#declaredMaxMessageBytes ?? connection.maxOutgoingBytes;
+        return limits.declared ?? connection.maxOutgoingBytes;
       },
       signal: peer.signal,
     });
@@ -120,7 +121,7 @@ export class ServerConnection {
       ? sessions.resume(p.resumeSessionId, this.#attachment())
       : sessions.create(this.#attachment());
     this.#session = session;
-    this.#declaredMaxMessageBytes = p.maxMessageBytes ?? undefined;
+    this.#limits.declared = p.maxMessageBytes ?? undefined;
     this.#state = "awaiting-initialized";
     this.#logger.info("connection.initialized", {
       clientName: p.clientName,
