@@ -52,6 +52,24 @@ export {
 } from "./src/server/ws_auth.ts";
 export type { DisconnectPolicy } from "./src/server/connection.ts";
 
+// Client
+export {
+  connect,
+  connectLazy,
+  type ConnectOptions,
+  ExecServerClient,
+  type ReconnectOptions,
+  type SpawnOptions,
+} from "./src/client/client.ts";
+export { RemoteProcess, type RemoteProcessEvent, type RemoteStatus } from "./src/client/process.ts";
+export {
+  RemoteCommand,
+  type RemoteCommandOptions,
+  type RemoteCommandOutput,
+} from "./src/client/command.ts";
+export { type RemoteFile, RemoteFs, type RemotePath } from "./src/client/fs.ts";
+export type { CommandTarget, OpenedTransport, StopTimings } from "./src/client/transports.ts";
+
 // JSON-RPC core
 export type { CloseInfo, Connection } from "./src/jsonrpc/connection.ts";
 export { ndjsonConnection, type NdjsonOptions } from "./src/jsonrpc/ndjson.ts";

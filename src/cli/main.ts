@@ -7,6 +7,8 @@
 import { VERSION } from "../version.ts";
 import { UsageError } from "./common.ts";
 import { parseServeArgs, runServe, SERVE_USAGE } from "./serve.ts";
+import { runExec } from "./exec.ts";
+import { runFs, runInfo } from "./fs_cmd.ts";
 
 /** Top-level help. */
 export const USAGE =
@@ -16,6 +18,9 @@ Usage: exec-server [COMMAND] [OPTIONS]
 
 Commands:
   serve            serve the exec-server protocol on stdio or WebSocket (default)
+  exec             run a program on an exec-server (stdout/stderr here, stdin forwarded)
+  fs               ls, cat, put, get, stat, rm, mkdir on an exec-server
+  info             print an exec-server's environment/info
   help             show this help, or a command's help
 
 Run \`exec-server COMMAND --help\` for a command's options.
@@ -34,6 +39,9 @@ async function serve(args: string[]): Promise<number> {
 
 const COMMANDS: Record<string, Command> = {
   serve,
+  exec: runExec,
+  fs: runFs,
+  info: runInfo,
 };
 
 /** Runs the command line; returns the exit status. */
@@ -63,6 +71,8 @@ export async function main(args: string[]): Promise<number> {
       console.error(`Error: ${error.message}`);
       return error.exitCode;
     }
+    // Our stdout was closed by a reader that had enough (`| head`).
+    if (error instanceof Deno.errors.BrokenPipe) return 0;
     console.error(`Error: ${error instanceof Error ? error.message : String(error)}`);
     return 1;
   }

@@ -202,6 +202,9 @@ export function ndjsonConnection(
     maxOutgoingBytes: options.maxOutgoingBytes ?? Infinity,
     close(reason = "closed locally") {
       finish({ reason });
+      // An explicit close ends our output too (EOF for the other side); an
+      // input EOF alone does not, so pending answers still go out.
+      writer.close().catch(() => writer.abort().catch(() => {}));
     },
   };
 }

@@ -56,8 +56,11 @@ export type RequestHandler = (
   ctx: RequestContext,
 ) => unknown;
 
-/** Handles one notification. */
-export type NotificationHandler = (method: string, params: unknown) => void;
+/**
+ * Handles one notification. Returning a promise pauses reading until it
+ * settles (consumer backpressure reaches the transport).
+ */
+export type NotificationHandler = (method: string, params: unknown) => unknown;
 
 /** Options for {@linkcode RpcPeer}. */
 export interface RpcPeerOptions {
@@ -306,7 +309,8 @@ export class RpcPeer {
             await this.#queueSpace.promise;
           }
         } else if (isNotification(msg)) {
-          this.#handleNotification(msg.method, msg.params);
+          const wait = this.#handleNotification(msg.method, msg.params);
+          if (wait) await wait;
         } else {
           this.#handleResponse(msg);
         }
@@ -317,17 +321,23 @@ export class RpcPeer {
     await this.connection.closed.then((info) => this.#shutdown(info));
   }
 
-  #handleNotification(method: string, params: unknown): void {
+  #handleNotification(method: string, params: unknown): Promise<void> | undefined {
     const handler = this.#options.onNotification;
     if (!handler) {
       this.#logger.debug("jsonrpc.notification_ignored", { method });
-      return;
+      return undefined;
     }
     try {
-      handler(method, params);
+      const result = handler(method, params);
+      if (result instanceof Promise) {
+        return result.catch((error) => {
+          this.#logger.error("jsonrpc.notification_failed", { method, error });
+        });
+      }
     } catch (error) {
       this.#logger.error("jsonrpc.notification_failed", { method, error });
     }
+    return undefined;
   }
 
   #handleResponse(msg: JsonRpcMessage): void {

@@ -1,0 +1,104 @@
+/**
+ * Connection flags shared by the client commands (`exec`, `fs`, `info`):
+ * `--url ws://… [--token-file F]` or `--stdio "CMD"`.
+ *
+ * @module
+ */
+
+import { connect, type ConnectOptions, type ExecServerClient } from "../client/client.ts";
+import { createLogger, type LogLevel } from "../log/logger.ts";
+import { readSecretFile, UsageError } from "./common.ts";
+
+/** Flag definitions for `node:util` `parseArgs`. */
+export const CONNECTION_FLAGS = {
+  url: { type: "string" },
+  "token-file": { type: "string" },
+  stdio: { type: "string" },
+  "log-level": { type: "string" },
+} as const;
+
+/** Help text for the connection flags. */
+export const CONNECTION_USAGE = `Connection (one of):
+  --url <ws://HOST:PORT>       a WebSocket exec-server
+  --token-file <PATH>          bearer token for --url (absolute path)
+  --stdio <"CMD ARGS">         spawn a server and speak on its stdio
+                               (default: this exec-server, \`serve --listen stdio\`)
+  --log-level <LEVEL>          client logs on stderr (default warn)`;
+
+/** Splits a command line on spaces, honouring single and double quotes. */
+export function splitCommand(command: string): string[] {
+  const parts: string[] = [];
+  let current = "";
+  let quote: string | null = null;
+  let any = false;
+  for (const ch of command) {
+    if (quote) {
+      if (ch === quote) quote = null;
+      else current += ch;
+    } else if (ch === "'" || ch === '"') {
+      quote = ch;
+      any = true;
+    } else if (/\s/.test(ch)) {
+      if (current || any) parts.push(current);
+      current = "";
+      any = false;
+    } else {
+      current += ch;
+    }
+  }
+  if (quote) throw new UsageError(`unterminated quote in --stdio command: ${command}`, 2);
+  if (current || any) parts.push(current);
+  return parts;
+}
+
+/**
+ * This program as a stdio server: `deno run -A <cli.ts> serve …` under Deno,
+ * or the compiled binary itself (`deno compile`).
+ */
+export function selfServeCommand(): string[] {
+  const exe = Deno.execPath();
+  const serve = ["serve", "--listen", "stdio", "--log-level", "warn"];
+  if (/(^|\/)deno(\.exe)?$/.test(exe)) {
+    return [exe, "run", "-A", new URL("../../cli.ts", import.meta.url).href, ...serve];
+  }
+  return [exe, ...serve];
+}
+
+/** Builds connect options from parsed flags. */
+export function connectOptions(values: {
+  url?: string;
+  "token-file"?: string;
+  stdio?: string;
+  "log-level"?: string;
+}): ConnectOptions {
+  const logger = createLogger({ level: (values["log-level"] ?? "warn") as LogLevel });
+  if (values.url !== undefined && values.stdio !== undefined) {
+    throw new UsageError("use either --url or --stdio, not both", 2);
+  }
+  if (values.url !== undefined) {
+    const token = values["token-file"] !== undefined
+      ? readSecretFile("token-file", values["token-file"])
+      : undefined;
+    return {
+      url: values.url,
+      ...(token !== undefined ? { token } : {}),
+      logger,
+      clientName: "exec-server-cli",
+    };
+  }
+  if (values["token-file"] !== undefined) throw new UsageError("--token-file needs --url", 2);
+  const argv = values.stdio !== undefined ? splitCommand(values.stdio) : selfServeCommand();
+  if (argv.length === 0) throw new UsageError("--stdio needs a command", 2);
+  return {
+    command: { program: argv[0]!, args: argv.slice(1) },
+    logger,
+    clientName: "exec-server-cli",
+  };
+}
+
+/** Connects with parsed flags. */
+export function connectFromFlags(
+  values: Parameters<typeof connectOptions>[0],
+): Promise<ExecServerClient> {
+  return connect(connectOptions(values));
+}

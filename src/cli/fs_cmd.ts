@@ -1,0 +1,124 @@
+/**
+ * `exec-server fs` (ls, cat, put, get, stat, rm, mkdir) and
+ * `exec-server info`, against any exec-server.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { connectFromFlags, CONNECTION_FLAGS, CONNECTION_USAGE } from "./client_args.ts";
+import { printLine, UsageError } from "./common.ts";
+
+/** Help text for `fs`. */
+export const FS_USAGE = `Usage: exec-server fs COMMAND [CONNECTION] ARGS...
+
+Commands (remote paths are absolute paths or file: URIs):
+  ls PATH                 list a directory
+  cat PATH                print a file (any size; streamed)
+  put LOCAL REMOTE        upload a file (replaced atomically)
+  get REMOTE LOCAL        download a file
+  stat PATH               metadata as JSON
+  rm [-r] PATH            remove (-r: recursively)
+  mkdir [-p] PATH         create a directory (-p: with parents)
+
+${CONNECTION_USAGE}
+`;
+
+/** Help text for `info`. */
+export const INFO_USAGE = `Usage: exec-server info [CONNECTION]
+
+Prints the server's environment/info as JSON.
+
+${CONNECTION_USAGE}
+`;
+
+const ARITY: Record<string, number> = { ls: 1, cat: 1, put: 2, get: 2, stat: 1, rm: 1, mkdir: 1 };
+
+/** Runs `fs`; returns the exit status. */
+export async function runFs(args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === undefined || sub === "--help" || sub === "-h") {
+    console.log(FS_USAGE);
+    return sub === undefined ? 2 : 0;
+  }
+  if (!(sub in ARITY)) {
+    throw new UsageError(
+      `unknown fs command \`${sub}\`; expected ${Object.keys(ARITY).join(", ")}`,
+      2,
+    );
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: rest,
+      allowPositionals: true,
+      options: {
+        ...CONNECTION_FLAGS,
+        recursive: { type: "boolean", short: "r" },
+        parents: { type: "boolean", short: "p" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  const paths = parsed.positionals;
+  if (paths.length !== ARITY[sub]) throw new UsageError(`fs ${sub} takes ${ARITY[sub]} path(s)`, 2);
+  await using client = await connectFromFlags(parsed.values);
+  const fs = client.fs;
+  const [a, b] = paths as [string, string];
+  switch (sub) {
+    case "ls":
+      for (const e of await fs.readDir(a)) {
+        await printLine(`${e.isDirectory ? "d" : e.isFile ? "-" : "?"} ${e.fileName}`);
+      }
+      return 0;
+    case "cat": {
+      const meta = await fs.stat(a);
+      if (!meta.isFile) throw new UsageError(`${a} is not a file`);
+      await using file = await fs.open(a);
+      await file.readable.pipeTo(Deno.stdout.writable, { preventClose: true });
+      return 0;
+    }
+    case "put": {
+      const local = await Deno.open(a, { read: true });
+      await fs.writeFile(b, local.readable);
+      return 0;
+    }
+    case "get": {
+      await using file = await fs.open(a);
+      const out = await Deno.open(b, { write: true, create: true, truncate: true });
+      await file.readable.pipeTo(out.writable);
+      return 0;
+    }
+    case "stat":
+      await printLine(JSON.stringify(await fs.stat(a), null, 2));
+      return 0;
+    case "rm":
+      await fs.remove(a, { recursive: parsed.values.recursive ?? false });
+      return 0;
+    case "mkdir":
+      await fs.mkdir(a, { recursive: parsed.values.parents ?? false });
+      return 0;
+  }
+  return 2;
+}
+
+/** Runs `info`; returns the exit status. */
+export async function runInfo(args: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      options: { ...CONNECTION_FLAGS, help: { type: "boolean", short: "h" } },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  if (parsed.values.help) {
+    console.log(INFO_USAGE);
+    return 0;
+  }
+  await using client = await connectFromFlags(parsed.values);
+  await printLine(JSON.stringify(client.environmentInfo, null, 2));
+  return 0;
+}

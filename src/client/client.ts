@@ -1,0 +1,450 @@
+/**
+ * `ExecServerClient`: drives any exec-server (this one or the reference)
+ * over a spawned stdio command or a WebSocket URL.
+ *
+ * - Responses are matched by id, in any order. The first disconnect reason
+ *   is latched: in-flight calls and open processes fail with it, and later
+ *   calls are rejected at once with the same reason.
+ * - With `reconnect` (WebSocket), a dropped connection is re-established in
+ *   the background — one attempt at a time, shared by every caller, with
+ *   exponential backoff and jitter capped at 30 s — and the session is
+ *   resumed; every open process then catches up with `process/read` from
+ *   the last `seq` it delivered, so nothing is lost or repeated. Calls whose
+ *   delivery is unknown (in flight at the disconnect) fail; they are never
+ *   re-sent silently.
+ *
+ * @module
+ */
+
+import { ConnectionClosedError, RpcError } from "../jsonrpc/errors.ts";
+import { RpcPeer } from "../jsonrpc/peer.ts";
+import { type Logger, nullLogger } from "../log/logger.ts";
+import { ClientNotification, Method, ServerNotification } from "../protocol/methods.ts";
+import { toPathUri } from "../protocol/path_uri.ts";
+import type {
+  Capabilities,
+  EnvironmentInfo,
+  EnvPolicy,
+  HttpBodyDeltaNotification,
+  InitializeResult,
+  ProcessClosedNotification,
+  ProcessExitedNotification,
+  ProcessOutputNotification,
+} from "../protocol/types.ts";
+import { delay } from "../util/async.ts";
+import { RemoteCommand, type RemoteCommandOptions } from "./command.ts";
+import { BodyStreams, remoteFetch } from "./fetch.ts";
+import { RemoteFs } from "./fs.ts";
+import { chunkEvent, RemoteProcess, type RemoteProcessOptions } from "./process.ts";
+import {
+  type CommandTarget,
+  openCommandTransport,
+  type OpenedTransport,
+  openWebSocketTransport,
+  type StopTimings,
+} from "./transports.ts";
+
+/** Reconnection behaviour. */
+export interface ReconnectOptions {
+  /** First delay before retrying. Default 250 ms. */
+  readonly initialDelayMs?: number;
+  /** Largest delay. Default 30 000 ms. */
+  readonly maxDelayMs?: number;
+  /** Give up after this many failed attempts. Default: never. */
+  readonly maxAttempts?: number;
+}
+
+/** How to reach the server and behave. */
+export interface ConnectOptions {
+  /** Spawn the server and speak NDJSON on its stdio. */
+  readonly command?: CommandTarget;
+  /** Or dial a WebSocket server. */
+  readonly url?: string | URL;
+  /** Bearer token for the WebSocket upgrade. */
+  readonly token?: string;
+  /** Extra WebSocket upgrade headers. */
+  readonly headers?: HeadersInit;
+  /** Or bring a transport (tests, relays). Called for every (re)connection. */
+  readonly transport?: () => Promise<OpenedTransport>;
+  /** Sent as `clientName`. Default `exec-server-client`. */
+  readonly clientName?: string;
+  /** Connect timeout. Default 10 000 ms. */
+  readonly connectTimeoutMs?: number;
+  /** `initialize` timeout. Default 10 000 ms. */
+  readonly initializeTimeoutMs?: number;
+  /** Reconnect and resume after a dropped connection (WebSocket and custom transports). */
+  readonly reconnect?: boolean | ReconnectOptions;
+  /** Largest message this client accepts (declared to servers that understand it). */
+  readonly maxMessageBytes?: number;
+  /** Grace periods when stopping a spawned server. */
+  readonly stopTimings?: StopTimings;
+  /** Where to log (the spawned server's stderr goes here at `debug`). */
+  readonly logger?: Logger;
+}
+
+/** Options of {@linkcode ExecServerClient.spawn}. */
+export interface SpawnOptions {
+  /** Working directory (path or `file:` URL). Default: the server's cwd. */
+  readonly cwd?: string | URL;
+  /** Variables overlaid on the inherited environment. */
+  readonly env?: Readonly<Record<string, string>>;
+  /**
+   * How the environment is derived from the server's. Default: inherit all
+   * except `*KEY*`, `*SECRET*`, `*TOKEN*`. `null`: exactly `env`.
+   */
+  readonly envPolicy?: EnvPolicy | null;
+  /** `piped` keeps stdin open for `stdin`; default `null`. */
+  readonly stdin?: "piped" | "null";
+  /** Deliver or drop stdout. Default `piped` (unless `events`). */
+  readonly stdout?: "piped" | "null";
+  /** Deliver or drop stderr. Default `piped` (unless `events`). */
+  readonly stderr?: "piped" | "null";
+  /** Run on a pseudo-terminal. */
+  readonly tty?: boolean;
+  /** Terminal rows (servers with `ptyResize`). */
+  readonly rows?: number;
+  /** Terminal columns (servers with `ptyResize`). */
+  readonly cols?: number;
+  /** What the child sees as `argv[0]`. */
+  readonly arg0?: string;
+  /** Expose `events` (every event in order). */
+  readonly events?: boolean;
+  /** Choose the process id (default: generated). */
+  readonly processId?: string;
+  /** Bytes buffered per output stream before delivery waits. Default 8 MiB. */
+  readonly bufferBytes?: number;
+}
+
+const DEFAULT_POLICY: EnvPolicy = {
+  inherit: "all",
+  ignoreDefaultExcludes: false,
+  exclude: [],
+  set: {},
+  includeOnly: [],
+};
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** A connection (possibly re-established) to one exec-server session. */
+export class ExecServerClient implements AsyncDisposable {
+  /** Files on the server. */
+  readonly fs: RemoteFs;
+
+  #options: ConnectOptions;
+  #logger: Logger;
+  #transport: OpenedTransport | null = null;
+  #peer: RpcPeer | null = null;
+  #sessionId: string | null = null;
+  #info: EnvironmentInfo | null = null;
+  #processes = new Map<string, RemoteProcess>();
+  #bodies = new BodyStreams();
+  #closeReason: string | null = null;
+  #closing = false;
+  #connecting: Promise<void> | null = null;
+  #processCounter = 0;
+  #closed = Promise.withResolvers<string>();
+
+  /** Use {@linkcode connect} or {@linkcode connectLazy}. */
+  constructor(options: ConnectOptions) {
+    if (!options.command && !options.url && !options.transport) {
+      throw new TypeError("connect needs a command, a url, or a transport");
+    }
+    this.#options = options;
+    this.#logger = options.logger ?? nullLogger;
+    this.fs = new RemoteFs({
+      request: (method, params) => this.request(method, params),
+      supports: (c) => this.supports(c),
+    });
+  }
+
+  /** The session id (after the first connection). */
+  get sessionId(): string | null {
+    return this.#sessionId;
+  }
+
+  /** What the server reported at `initialize`. */
+  get environmentInfo(): EnvironmentInfo | null {
+    return this.#info;
+  }
+
+  /** The server's capability flags (all false before connecting). */
+  get capabilities(): Partial<Capabilities> {
+    return this.#info?.capabilities ?? {};
+  }
+
+  /** True when the server advertises `capability`. */
+  supports(capability: string): boolean {
+    return (this.#info?.capabilities as Record<string, boolean> | undefined)?.[capability] === true;
+  }
+
+  /** Resolves with the reason once the client is closed for good. */
+  get closed(): Promise<string> {
+    return this.#closed.promise;
+  }
+
+  /** Connects (if not connected) and completes the handshake. */
+  ensureConnected(): Promise<void> {
+    if (this.#closeReason !== null) {
+      return Promise.reject(new ConnectionClosedError(this.#closeReason));
+    }
+    if (this.#peer && this.#peer.closeInfo === null) return Promise.resolve();
+    this.#connecting ??= this.#connectLoop().finally(() => (this.#connecting = null));
+    return this.#connecting;
+  }
+
+  async #connectOnce(): Promise<void> {
+    const options = this.#options;
+    const open = options.transport ??
+      (options.command
+        ? () =>
+          Promise.resolve(
+            openCommandTransport(options.command!, {
+              logger: this.#logger,
+              ...(options.stopTimings ? { timings: options.stopTimings } : {}),
+            }),
+          )
+        : () =>
+          openWebSocketTransport({
+            url: options.url!,
+            ...(options.token !== undefined ? { token: options.token } : {}),
+            ...(options.headers ? { headers: options.headers } : {}),
+            timeoutMs: options.connectTimeoutMs ?? 10_000,
+          }));
+    const transport = await withTimeout(open(), options.connectTimeoutMs ?? 10_000, "connect");
+    const peer = new RpcPeer(transport.connection, {
+      onNotification: (method, params) => this.#onNotification(method, params),
+      logger: this.#logger,
+    });
+    try {
+      const params: Record<string, unknown> = {
+        clientName: options.clientName ?? "exec-server-client",
+      };
+      if (this.#sessionId) params.resumeSessionId = this.#sessionId;
+      if (options.maxMessageBytes !== undefined) params.maxMessageBytes = options.maxMessageBytes;
+      const result = await withTimeout(
+        peer.request<InitializeResult>(Method.Initialize, params),
+        options.initializeTimeoutMs ?? 10_000,
+        `initialize with ${transport.label}`,
+      );
+      if (
+        !result || typeof result.sessionId !== "string" ||
+        typeof result.environmentInfo !== "object"
+      ) {
+        throw new Error(`${transport.label} answered initialize with an invalid result`);
+      }
+      await peer.notify(ClientNotification.Initialized, {});
+      this.#sessionId = result.sessionId;
+      this.#info = result.environmentInfo;
+    } catch (error) {
+      peer.close("handshake failed");
+      await transport.close();
+      throw error;
+    }
+    this.#transport = transport;
+    this.#peer = peer;
+    peer.closed.then((info) => this.#onDisconnect(peer, info.reason));
+  }
+
+  async #connectLoop(): Promise<void> {
+    const reconnect = this.#options.reconnect;
+    const policy: ReconnectOptions = typeof reconnect === "object" ? reconnect : {};
+    const resuming = this.#sessionId !== null;
+    for (let attempt = 0;; attempt++) {
+      try {
+        await this.#connectOnce();
+        if (resuming) await this.#catchUpAll();
+        return;
+      } catch (error) {
+        const fatal = !resuming || !reconnect ||
+          (error instanceof RpcError && (error.code === -32600 || error.code === -32010)) ||
+          attempt + 1 >= (policy.maxAttempts ?? Infinity) || this.#closing;
+        if (fatal) {
+          if (resuming) this.#fail(`reconnect failed: ${(error as Error).message}`);
+          throw error;
+        }
+        const base = Math.min(
+          policy.maxDelayMs ?? 30_000,
+          (policy.initialDelayMs ?? 250) * 2 ** attempt,
+        );
+        const wait = base * (0.5 + Math.random());
+        this.#logger.info("client.reconnect_retry", {
+          attempt: attempt + 1,
+          delayMs: Math.round(wait),
+          error: (error as Error).message,
+        });
+        await delay(wait);
+      }
+    }
+  }
+
+  async #catchUpAll(): Promise<void> {
+    await Promise.all([...this.#processes.values()].map((p) => p.catchUp().catch(() => {})));
+  }
+
+  #onDisconnect(peer: RpcPeer, reason: string): void {
+    if (this.#peer !== peer) return;
+    this.#peer = null;
+    const transport = this.#transport;
+    this.#transport = null;
+    transport?.close().catch(() => {});
+    if (this.#closing) return;
+    this.#bodies.failAll(`connection lost: ${reason}`);
+    const canReconnect = this.#options.reconnect && !this.#options.command &&
+      this.#sessionId !== null;
+    if (!canReconnect) {
+      this.#fail(reason);
+      return;
+    }
+    this.#logger.warn("client.disconnected", { reason });
+    this.ensureConnected().catch(() => {});
+  }
+
+  #fail(reason: string): void {
+    if (this.#closeReason !== null) return;
+    this.#closeReason = reason;
+    for (const p of [...this.#processes.values()]) p.fail(reason);
+    this.#processes.clear();
+    this.#bodies.failAll(reason);
+    this.#closed.resolve(reason);
+  }
+
+  #onNotification(method: string, params: unknown): Promise<void> | void {
+    switch (method) {
+      case ServerNotification.ProcessOutput: {
+        const p = params as ProcessOutputNotification;
+        return this.#processes.get(p.processId)?.accept(chunkEvent(p)) ?? undefined;
+      }
+      case ServerNotification.ProcessExited: {
+        const p = params as ProcessExitedNotification;
+        return this.#processes.get(p.processId)?.accept({
+          kind: "exited",
+          seq: p.seq,
+          code: p.exitCode,
+          signal: p.signal ?? null,
+        }) ?? undefined;
+      }
+      case ServerNotification.ProcessClosed: {
+        const p = params as ProcessClosedNotification;
+        return this.#processes.get(p.processId)?.accept({ kind: "closed", seq: p.seq }) ??
+          undefined;
+      }
+      case ServerNotification.HttpBodyDelta:
+        return this.#bodies.accept(params as HttpBodyDeltaNotification) ?? undefined;
+      default:
+        this.#logger.debug("client.notification", { method });
+    }
+  }
+
+  /**
+   * Calls a method (connecting first if needed). Rejects with
+   * {@linkcode RpcError} for error answers and {@linkcode ConnectionClosedError}
+   * when the connection is (or gets) lost.
+   */
+  async request<T = unknown>(method: string, params?: unknown): Promise<T> {
+    await this.ensureConnected();
+    const peer = this.#peer;
+    if (!peer) throw new ConnectionClosedError(this.#closeReason ?? "not connected");
+    return await peer.request<T>(method, params);
+  }
+
+  /** Starts `argv` on the server. */
+  async spawn(argv: readonly string[], options: SpawnOptions = {}): Promise<RemoteProcess> {
+    await this.ensureConnected();
+    const processId = options.processId ??
+      `p${++this.#processCounter}-${crypto.randomUUID().slice(0, 8)}`;
+    const procOptions: RemoteProcessOptions = {
+      stdinPiped: options.stdin === "piped" || options.tty === true,
+      ...(options.stdout ? { stdout: options.stdout } : {}),
+      ...(options.stderr ? { stderr: options.stderr } : {}),
+      ...(options.events ? { events: true } : {}),
+      ...(options.bufferBytes ? { bufferBytes: options.bufferBytes } : {}),
+    };
+    const process = new RemoteProcess(processId, {
+      request: (m, p) => this.request(m, p),
+      supports: (c) => this.supports(c),
+      release: (id) => {
+        if (this.#processes.get(id) === process) this.#processes.delete(id);
+      },
+    }, procOptions);
+    // Registered before the request: output may arrive before the answer.
+    this.#processes.set(processId, process);
+    const params: Record<string, unknown> = {
+      processId,
+      argv,
+      cwd: options.cwd !== undefined ? toPathUri(options.cwd) : this.#info!.cwd,
+      env: { ...(options.env ?? {}) },
+      tty: options.tty ?? false,
+      pipeStdin: options.stdin === "piped",
+    };
+    const policy = options.envPolicy === undefined ? DEFAULT_POLICY : options.envPolicy;
+    if (policy !== null) params.envPolicy = policy;
+    if (options.arg0 !== undefined) params.arg0 = options.arg0;
+    if (options.rows !== undefined) params.rows = options.rows;
+    if (options.cols !== undefined) params.cols = options.cols;
+    try {
+      await this.request(Method.ProcessStart, params);
+    } catch (error) {
+      this.#processes.delete(processId);
+      throw error;
+    }
+    return process;
+  }
+
+  /** A `Deno.Command`-like builder for a remote program. */
+  command(program: string, options: RemoteCommandOptions = {}): RemoteCommand {
+    return new RemoteCommand(this, program, options);
+  }
+
+  /**
+   * `fetch` from inside the environment (`http/request`): the body streams
+   * from `http/request/bodyDelta` notifications.
+   */
+  fetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+    return remoteFetch(
+      {
+        request: (m, p) => this.request(m, p),
+        bodies: this.#bodies,
+      },
+      input,
+      init,
+    );
+  }
+
+  /** Closes the connection (and stops a spawned server with its whole tree). */
+  async close(): Promise<void> {
+    this.#closing = true;
+    const peer = this.#peer;
+    const transport = this.#transport;
+    this.#peer = null;
+    this.#transport = null;
+    this.#fail("client closed");
+    peer?.close("client closed");
+    await transport?.close();
+    await this.#connecting?.catch(() => {});
+  }
+
+  /** Same as {@linkcode close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+/** Connects now (and completes the handshake). */
+export async function connect(options: ConnectOptions): Promise<ExecServerClient> {
+  const client = new ExecServerClient(options);
+  await client.ensureConnected();
+  return client;
+}
+
+/** A client that connects on first use (and reconnects when asked to). */
+export function connectLazy(options: ConnectOptions): ExecServerClient {
+  return new ExecServerClient(options);
+}

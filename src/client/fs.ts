@@ -1,0 +1,241 @@
+/**
+ * Files on the server, in the shapes of `Deno`'s file APIs. Paths are
+ * strings or `URL`s (converted to `file:` URIs). Files of any size: above a
+ * threshold, reads and writes stream through handles (`fs/open`,
+ * `fs/readBlock`, `fs/writeBlock`) instead of one message.
+ *
+ * @module
+ */
+
+import { RpcError } from "../jsonrpc/errors.ts";
+import { toPathUri } from "../protocol/path_uri.ts";
+import type {
+  FsDirectoryEntry,
+  FsMetadata,
+  FsWalkOptions,
+  FsWalkResult,
+} from "../protocol/types.ts";
+
+/** What the file API needs from the client. */
+export interface FsLink {
+  /** Sends a request. */
+  request<T>(method: string, params: unknown): Promise<T>;
+  /** True when the server advertises a capability. */
+  supports(capability: string): boolean;
+}
+
+/** A path on the server. */
+export type RemotePath = string | URL;
+
+/** Files larger than this move in blocks rather than in one message. */
+export const WHOLE_FILE_LIMIT = 32 * 1024 * 1024;
+const BLOCK = 1024 * 1024;
+const READ_AHEAD = 4;
+
+/** An open remote file. */
+export interface RemoteFile extends AsyncDisposable {
+  /** The file's bytes from the start (read handles). */
+  readonly readable: ReadableStream<Uint8Array>;
+  /** Bytes written in order; the file is replaced when the stream closes (write handles). */
+  readonly writable: WritableStream<Uint8Array>;
+  /** Closes the handle (a write handle commits its file). */
+  close(): Promise<void>;
+}
+
+let handleCounter = 0;
+
+function newHandleId(): string {
+  // ≤ 32 bytes: the protocol's limit.
+  return `h${(++handleCounter).toString(36)}-${crypto.randomUUID().slice(0, 18)}`;
+}
+
+/** See the module documentation. */
+export class RemoteFs {
+  #link: FsLink;
+
+  /** Use `client.fs`. */
+  constructor(link: FsLink) {
+    this.#link = link;
+  }
+
+  #call<T>(method: string, params: Record<string, unknown>): Promise<T> {
+    return this.#link.request<T>(method, params);
+  }
+
+  /** Metadata (a symlink reports its target; `isSymlink` tells). */
+  stat(path: RemotePath): Promise<FsMetadata> {
+    return this.#call("fs/getMetadata", { path: toPathUri(path) });
+  }
+
+  /** Metadata of the path itself: a symlink is reported as a link. */
+  async lstat(path: RemotePath): Promise<FsMetadata> {
+    try {
+      return await this.#call<FsMetadata>("fs/getMetadata", {
+        path: toPathUri(path),
+        followSymlinks: false,
+      });
+    } catch (error) {
+      if (!(error instanceof RpcError) || !error.message.includes("symbolic link")) throw error;
+      const target = await this.stat(path);
+      return { ...target, isFile: false, isDirectory: false, isSymlink: true };
+    }
+  }
+
+  /** The whole file (streams through a handle when large). */
+  async readFile(path: RemotePath): Promise<Uint8Array> {
+    const meta = await this.stat(path);
+    if (meta.isFile && meta.size > WHOLE_FILE_LIMIT) {
+      await using file = await this.open(path);
+      return new Uint8Array(await new Response(file.readable).arrayBuffer());
+    }
+    const { dataBase64 } = await this.#call<{ dataBase64: string }>("fs/readFile", {
+      path: toPathUri(path),
+    });
+    return Uint8Array.fromBase64(dataBase64);
+  }
+
+  /** The whole file as UTF-8 text. */
+  async readTextFile(path: RemotePath): Promise<string> {
+    return new TextDecoder().decode(await this.readFile(path));
+  }
+
+  /** Creates or replaces a file (atomically on servers of this package). */
+  async writeFile(path: RemotePath, data: Uint8Array | ReadableStream<Uint8Array>): Promise<void> {
+    if (data instanceof ReadableStream || data.length > WHOLE_FILE_LIMIT) {
+      await using file = await this.open(path, { write: true });
+      const source = data instanceof ReadableStream ? data : ReadableStream.from([data]);
+      await source.pipeTo(file.writable);
+      return;
+    }
+    await this.#call("fs/writeFile", { path: toPathUri(path), dataBase64: data.toBase64() });
+  }
+
+  /** Writes UTF-8 text. */
+  writeTextFile(path: RemotePath, text: string): Promise<void> {
+    return this.writeFile(path, new TextEncoder().encode(text));
+  }
+
+  /** Directory entries (symlinks report their target's type). */
+  async readDir(path: RemotePath): Promise<FsDirectoryEntry[]> {
+    const { entries } = await this.#call<{ entries: FsDirectoryEntry[] }>("fs/readDirectory", {
+      path: toPathUri(path),
+    });
+    return entries;
+  }
+
+  /** Creates a directory (`recursive` like `Deno.mkdir`, default false). */
+  async mkdir(path: RemotePath, options: { recursive?: boolean } = {}): Promise<void> {
+    await this.#call("fs/createDirectory", {
+      path: toPathUri(path),
+      recursive: options.recursive ?? false,
+    });
+  }
+
+  /** Removes a path (like `Deno.remove`: not recursive and missing is an error by default). */
+  async remove(
+    path: RemotePath,
+    options: { recursive?: boolean; force?: boolean } = {},
+  ): Promise<void> {
+    await this.#call("fs/remove", {
+      path: toPathUri(path),
+      recursive: options.recursive ?? false,
+      force: options.force ?? false,
+    });
+  }
+
+  /** Copies a file, a symlink, or (recursive) a directory. */
+  async copy(
+    from: RemotePath,
+    to: RemotePath,
+    options: { recursive?: boolean } = {},
+  ): Promise<void> {
+    await this.#call("fs/copy", {
+      sourcePath: toPathUri(from),
+      destinationPath: toPathUri(to),
+      recursive: options.recursive ?? false,
+    });
+  }
+
+  /** The resolved real path (a `file:` URI). */
+  async realPath(path: RemotePath): Promise<string> {
+    const { path: resolved } = await this.#call<{ path: string }>("fs/canonicalize", {
+      path: toPathUri(path),
+    });
+    return resolved;
+  }
+
+  /** A bounded breadth-first listing. */
+  walk(path: RemotePath, options: Partial<FsWalkOptions> = {}): Promise<FsWalkResult> {
+    return this.#call("fs/walk", {
+      path: toPathUri(path),
+      options: {
+        maxDepth: options.maxDepth ?? 64,
+        maxDirectories: options.maxDirectories ?? 10_000,
+        maxEntries: options.maxEntries ?? 50_000,
+        followDirectorySymlinks: options.followDirectorySymlinks ?? false,
+        pruneHiddenDirectories: options.pruneHiddenDirectories ?? false,
+      },
+    });
+  }
+
+  /** Opens a file for streaming reads, or (`write: true`) to replace it. */
+  async open(path: RemotePath, options: { write?: boolean } = {}): Promise<RemoteFile> {
+    const handleId = newHandleId();
+    const write = options.write ?? false;
+    await this.#call("fs/open", {
+      handleId,
+      path: toPathUri(path),
+      mode: write ? "replace" : "read",
+    });
+    let closed = false;
+    const close = async () => {
+      if (closed) return;
+      closed = true;
+      await this.#call("fs/close", { handleId });
+    };
+    let offset = 0;
+    let eof = false;
+    const inFlight: Array<Promise<{ chunk: string; eof: boolean }>> = [];
+    const readable = new ReadableStream<Uint8Array>({
+      pull: async (controller) => {
+        if (write) throw new TypeError("this handle was opened for writing");
+        // Keep a few blocks in flight: the server answers in order per handle.
+        while (!eof && inFlight.length < READ_AHEAD) {
+          inFlight.push(this.#call("fs/readBlock", { handleId, offset, len: BLOCK }));
+          offset += BLOCK;
+        }
+        const next = inFlight.shift();
+        if (!next) {
+          controller.close();
+          await close();
+          return;
+        }
+        const block = await next;
+        if (block.eof) {
+          eof = true;
+          await Promise.allSettled(inFlight.splice(0));
+        }
+        if (block.chunk.length > 0) controller.enqueue(Uint8Array.fromBase64(block.chunk));
+        if (eof) {
+          controller.close();
+          await close();
+        }
+      },
+      cancel: () => close(),
+    });
+    let written = 0;
+    const writable = new WritableStream<Uint8Array>({
+      write: async (chunk) => {
+        if (!write) throw new TypeError("this handle was opened for reading");
+        for (let start = 0; start < chunk.length; start += BLOCK) {
+          const block = chunk.subarray(start, start + BLOCK);
+          await this.#call("fs/writeBlock", { handleId, offset: written, chunk: block.toBase64() });
+          written += block.length;
+        }
+      },
+      close: () => close(),
+      abort: () => close(),
+    });
+    return { readable, writable, close, [Symbol.asyncDispose]: close };
+  }
+}

@@ -1,0 +1,395 @@
+/**
+ * A process running on an exec-server, with a `Deno.ChildProcess`-like
+ * surface: `stdout`/`stderr` streams, a `stdin` stream, `status`, signals.
+ *
+ * Events are delivered strictly in `seq` order whatever order notifications
+ * arrive in (a reorder buffer holds early ones; a gap that does not fill
+ * itself is filled with `process/read`). Duplicates (a notification and a
+ * read result for the same `seq`) are dropped. Output streams are bounded;
+ * when one is full, delivery waits, which pauses the client's reading of the
+ * connection and, through the transport, the server and the child — as with
+ * a local pipe nobody reads.
+ *
+ * @module
+ */
+
+import { ConnectionClosedError } from "../jsonrpc/errors.ts";
+import type {
+  OutputChunk,
+  OutputStream,
+  ProcessReadResult,
+  ProcessSignalName,
+} from "../protocol/types.ts";
+
+/** How a remote process ended. */
+export interface RemoteStatus {
+  /** `code === 0`. */
+  readonly success: boolean;
+  /** Exit code (128+N for a death by signal N). */
+  readonly code: number;
+  /** The signal that killed it, when the server reports one. */
+  readonly signal: string | null;
+}
+
+/** One event of a remote process, in `seq` order. */
+export type RemoteProcessEvent =
+  | {
+    readonly kind: "output";
+    readonly seq: number;
+    readonly stream: OutputStream;
+    readonly data: Uint8Array;
+  }
+  | {
+    readonly kind: "exited";
+    readonly seq: number;
+    readonly code: number;
+    readonly signal: string | null;
+  }
+  | { readonly kind: "closed"; readonly seq: number }
+  | { readonly kind: "failed"; readonly reason: string };
+
+/** What a process handle needs from its client. */
+export interface ProcessLink {
+  /** Sends a request on the current connection. */
+  request<T>(method: string, params: unknown): Promise<T>;
+  /** True when the server supports a capability flag. */
+  supports(capability: string): boolean;
+  /** Forget the process (after it closed or failed). */
+  release(processId: string): void;
+}
+
+/** Options of the handle's streams. */
+export interface RemoteProcessOptions {
+  /** Deliver stdout (`piped`, default) or drop it (`null`). */
+  readonly stdout?: "piped" | "null";
+  /** Deliver stderr (`piped`, default) or drop it (`null`). */
+  readonly stderr?: "piped" | "null";
+  /** Offer `events` (every event in order) instead of stdout/stderr defaults. */
+  readonly events?: boolean;
+  /** Bytes buffered per output stream before delivery waits. Default 8 MiB. */
+  readonly bufferBytes?: number;
+  /** The process was started with stdin piped. */
+  readonly stdinPiped: boolean;
+}
+
+/** Delay before a missing `seq` is fetched with `process/read`. */
+const GAP_FILL_MS = 250;
+
+/** A stream fed by the process, with a waiting point when it is full. */
+class Feed<T> {
+  readonly stream: ReadableStream<T>;
+  #controller!: ReadableStreamDefaultController<T>;
+  #space: PromiseWithResolvers<void> | null = null;
+  #done = false;
+
+  constructor(strategy: QueuingStrategy<T>) {
+    this.stream = new ReadableStream<T>({
+      start: (c) => {
+        this.#controller = c;
+      },
+      pull: () => {
+        this.#space?.resolve();
+        this.#space = null;
+      },
+      cancel: () => {
+        this.#done = true;
+        this.#space?.resolve();
+        this.#space = null;
+      },
+    }, strategy);
+  }
+
+  /** Enqueues; returns a promise when the consumer must catch up first. */
+  push(item: T): Promise<void> | null {
+    if (this.#done) return null;
+    this.#controller.enqueue(item);
+    const size = this.#controller.desiredSize;
+    if (size !== null && size <= 0) {
+      this.#space ??= Promise.withResolvers<void>();
+      return this.#space.promise;
+    }
+    return null;
+  }
+
+  close(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#controller.close();
+    this.#space?.resolve();
+  }
+}
+
+/** See the module documentation. */
+export class RemoteProcess implements AsyncDisposable {
+  /** The client-chosen process id. */
+  readonly processId: string;
+  /** Resolves when the process exits (rejects if the connection is lost first). */
+  readonly status: Promise<RemoteStatus>;
+
+  #link: ProcessLink;
+  #nextSeq = 1;
+  #pending = new Map<number, RemoteProcessEvent>();
+  #gapTimer: ReturnType<typeof setTimeout> | undefined;
+  #filling = false;
+  #stdout: Feed<Uint8Array> | null;
+  #stderr: Feed<Uint8Array> | null;
+  #events: Feed<RemoteProcessEvent> | null = null;
+  #resolveStatus!: (s: RemoteStatus) => void;
+  #rejectStatus!: (e: unknown) => void;
+  #exited: RemoteStatus | null = null;
+  #finished = false;
+  #finishedPromise: PromiseWithResolvers<void> = Promise.withResolvers();
+  #stdin: WritableStream<Uint8Array> | null = null;
+  #stdinPiped: boolean;
+  #writeCounter = 0;
+
+  /** Created by the client; use `client.spawn()`. */
+  constructor(processId: string, link: ProcessLink, options: RemoteProcessOptions) {
+    this.processId = processId;
+    this.#link = link;
+    this.#stdinPiped = options.stdinPiped;
+    const hwm = options.bufferBytes ?? 8 * 1024 * 1024;
+    const defaultMode = options.events ? "null" : "piped";
+    const bytes = () => new Feed<Uint8Array>(new ByteLengthQueuingStrategy({ highWaterMark: hwm }));
+    this.#stdout = (options.stdout ?? defaultMode) === "piped" ? bytes() : null;
+    this.#stderr = (options.stderr ?? defaultMode) === "piped" ? bytes() : null;
+    if (options.events) {
+      this.#events = new Feed<RemoteProcessEvent>({
+        highWaterMark: Math.max(16, hwm / 65536),
+        size: (e) => (e.kind === "output" ? Math.max(1, e.data.length / 65536) : 1),
+      });
+    }
+    this.status = new Promise((resolve, reject) => {
+      this.#resolveStatus = resolve;
+      this.#rejectStatus = reject;
+    });
+    this.status.catch(() => {});
+  }
+
+  /** Standard output (and, for terminals, everything the terminal prints). */
+  get stdout(): ReadableStream<Uint8Array> {
+    if (!this.#stdout) throw new TypeError("stdout is not piped");
+    return this.#stdout.stream;
+  }
+
+  /** Standard error (empty for terminals). */
+  get stderr(): ReadableStream<Uint8Array> {
+    if (!this.#stderr) throw new TypeError("stderr is not piped");
+    return this.#stderr.stream;
+  }
+
+  /** Every event in `seq` order (spawn with `events: true`). */
+  get events(): ReadableStream<RemoteProcessEvent> {
+    if (!this.#events) throw new TypeError("spawn with { events: true } to read events");
+    return this.#events.stream;
+  }
+
+  /** The next `seq` this handle expects (everything before it was delivered). */
+  get nextSeq(): number {
+    return this.#nextSeq;
+  }
+
+  /** True once the process closed or failed. */
+  get finished(): boolean {
+    return this.#finished;
+  }
+
+  /** Resolves once the process has closed (or failed). */
+  get done(): Promise<void> {
+    return this.#finishedPromise.promise;
+  }
+
+  /**
+   * Writes to stdin through `process/write` (fresh `writeId` per chunk);
+   * closing it sends `process/closeStdin` where the server supports it.
+   */
+  get stdin(): WritableStream<Uint8Array> {
+    if (!this.#stdinPiped) throw new TypeError("stdin is not piped");
+    this.#stdin ??= new WritableStream<Uint8Array>({
+      write: async (chunk) => {
+        const { status } = await this.#link.request<{ status: string }>("process/write", {
+          processId: this.processId,
+          chunk: chunk.toBase64(),
+          writeId: `${this.processId}:${++this.#writeCounter}:${crypto.randomUUID()}`,
+        });
+        if (status !== "accepted") throw new Error(`process/write: ${status}`);
+      },
+      close: async () => {
+        if (this.#link.supports("closeStdin")) {
+          await this.#link.request("process/closeStdin", { processId: this.processId });
+        }
+      },
+    });
+    return this.#stdin;
+  }
+
+  /** Sends a signal to the process group (`interrupt` by default). */
+  async signal(signal: ProcessSignalName = "interrupt"): Promise<void> {
+    await this.#link.request("process/signal", { processId: this.processId, signal });
+  }
+
+  /** Kills the process group; `graceMs` sends SIGTERM first where supported. */
+  async terminate(graceMs?: number): Promise<boolean> {
+    const params: Record<string, unknown> = { processId: this.processId };
+    if (graceMs !== undefined && this.#link.supports("terminateGrace")) params.graceMs = graceMs;
+    const { running } = await this.#link.request<{ running: boolean }>("process/terminate", params);
+    return running;
+  }
+
+  /** Changes a terminal's window size (servers with `ptyResize`). */
+  async resize(rows: number, cols: number): Promise<void> {
+    await this.#link.request("process/resize", { processId: this.processId, rows, cols });
+  }
+
+  /** Reads everything and waits for the end, like `Deno.ChildProcess#output()`. */
+  async output(): Promise<RemoteStatus & { stdout: Uint8Array; stderr: Uint8Array }> {
+    const collect = async (feed: Feed<Uint8Array> | null) =>
+      feed ? new Uint8Array(await new Response(feed.stream).arrayBuffer()) : new Uint8Array(0);
+    const [stdout, stderr] = await Promise.all([collect(this.#stdout), collect(this.#stderr)]);
+    const status = await this.status;
+    return { ...status, stdout, stderr };
+  }
+
+  /** Terminates the process if it is still running. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.#finished) await this.terminate().catch(() => {});
+  }
+
+  /** Accepts an event from a notification or a read (any order, duplicates ok). */
+  accept(event: Exclude<RemoteProcessEvent, { kind: "failed" }>): Promise<void> | null {
+    if (this.#finished || event.seq < this.#nextSeq || this.#pending.has(event.seq)) return null;
+    this.#pending.set(event.seq, event);
+    return this.#drain();
+  }
+
+  /** Accepts the chunks of a `process/read` answer (catch-up after a gap or a reconnect). */
+  acceptRead(result: ProcessReadResult): Promise<void> | null {
+    let wait: Promise<void> | null = null;
+    for (const chunk of result.chunks) {
+      wait = this.accept(chunkEvent(chunk)) ?? wait;
+    }
+    return wait;
+  }
+
+  #drain(): Promise<void> | null {
+    while (this.#pending.has(this.#nextSeq)) {
+      const event = this.#pending.get(this.#nextSeq)!;
+      this.#pending.delete(this.#nextSeq);
+      this.#nextSeq++;
+      const wait = this.#deliver(event);
+      if (wait) return wait.then(() => this.#drain() ?? undefined);
+    }
+    if (this.#pending.size > 0) this.#scheduleGapFill();
+    else {
+      clearTimeout(this.#gapTimer);
+      this.#gapTimer = undefined;
+    }
+    return null;
+  }
+
+  #scheduleGapFill(): void {
+    if (this.#gapTimer !== undefined || this.#filling) return;
+    this.#gapTimer = setTimeout(() => {
+      this.#gapTimer = undefined;
+      this.catchUp().catch(() => {});
+    }, GAP_FILL_MS);
+  }
+
+  /**
+   * Fetches retained output after the last delivered `seq` and delivers it;
+   * seqs that are still missing afterwards (evicted output, or the exit and
+   * close events) are skipped, and a missed exit or close is synthesised.
+   */
+  async catchUp(): Promise<void> {
+    if (this.#finished || this.#filling) return;
+    this.#filling = true;
+    try {
+      const result = await this.#link.request<ProcessReadResult>("process/read", {
+        processId: this.processId,
+        afterSeq: this.#nextSeq - 1,
+      });
+      await this.acceptRead(result);
+      if (this.#pending.size > 0 && !this.#pending.has(this.#nextSeq)) {
+        this.#nextSeq = Math.min(...this.#pending.keys());
+        await this.#drain();
+      }
+      if (
+        !this.#finished && result.closed && this.#pending.size === 0 &&
+        this.#nextSeq >= result.nextSeq
+      ) {
+        if (!this.#exited && result.exitCode !== null) {
+          this.#deliver({
+            kind: "exited",
+            seq: result.nextSeq - 2,
+            code: result.exitCode,
+            signal: null,
+          });
+        }
+        this.#deliver({ kind: "closed", seq: result.nextSeq - 1 });
+      }
+    } finally {
+      this.#filling = false;
+      if (this.#pending.size > 0) this.#scheduleGapFill();
+    }
+  }
+
+  #deliver(event: RemoteProcessEvent): Promise<void> | null {
+    const waits: Array<Promise<void>> = [];
+    const add = (w: Promise<void> | null) => {
+      if (w) waits.push(w);
+    };
+    add(this.#events?.push(event) ?? null);
+    switch (event.kind) {
+      case "output":
+        add((event.stream === "stderr" ? this.#stderr : this.#stdout)?.push(event.data) ?? null);
+        break;
+      case "exited":
+        this.#exited = { success: event.code === 0, code: event.code, signal: event.signal };
+        this.#resolveStatus(this.#exited);
+        break;
+      case "closed":
+        this.#finish();
+        break;
+      case "failed":
+        break;
+    }
+    return waits.length === 0 ? null : Promise.all(waits).then(() => {});
+  }
+
+  #finish(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    clearTimeout(this.#gapTimer);
+    this.#gapTimer = undefined;
+    this.#stdout?.close();
+    this.#stderr?.close();
+    this.#events?.close();
+    if (!this.#exited) {
+      this.#rejectStatus(new Error(`process ${this.processId} closed without an exit status`));
+    }
+    this.#link.release(this.processId);
+    this.#finishedPromise.resolve();
+  }
+
+  /**
+   * The connection is gone for good: readers see the streams end, `status`
+   * rejects with the reason, and `events` gets a `failed` event.
+   */
+  fail(reason: string): void {
+    if (this.#finished) return;
+    this.#events?.push({ kind: "failed", reason });
+    if (!this.#exited) this.#rejectStatus(new ConnectionClosedError(reason));
+    this.#exited ??= { success: false, code: -1, signal: null };
+    this.#finish();
+  }
+}
+
+/** A `process/output` notification or read chunk as an event. */
+export function chunkEvent(chunk: OutputChunk): Exclude<RemoteProcessEvent, { kind: "failed" }> {
+  return {
+    kind: "output",
+    seq: chunk.seq,
+    stream: chunk.stream,
+    data: Uint8Array.fromBase64(chunk.chunk),
+  };
+}
