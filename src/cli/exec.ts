@@ -80,7 +80,9 @@ export async function runExec(args: string[]): Promise<number> {
   let restoreTerminal = () => {};
   const removers: Array<() => void> = [];
   try {
-    const ttySize = tty && Deno.stdin.isTerminal() ? Deno.consoleSize() : null;
+    const size = tty && Deno.stdin.isTerminal() ? Deno.consoleSize() : null;
+    // A terminal that reports 0x0 (e.g. under `script`) gets the default.
+    const ttySize = size && size.rows > 0 && size.columns > 0 ? size : null;
     const process = await client.spawn(argv, {
       ...(parsed.values.cwd !== undefined ? { cwd: parsed.values.cwd } : {}),
       env,
@@ -96,11 +98,20 @@ export async function runExec(args: string[]): Promise<number> {
         } catch { /* not a terminal any more */ }
       };
       const onResize = () => {
-        const size = Deno.consoleSize();
-        process.resize(size.rows, size.columns).catch(() => {});
+        const now = Deno.consoleSize();
+        if (now.rows > 0 && now.columns > 0) process.resize(now.rows, now.columns).catch(() => {});
       };
       Deno.addSignalListener("SIGWINCH", onResize);
       removers.push(() => Deno.removeSignalListener("SIGWINCH", onResize));
+      // Being killed must not leave this terminal in raw mode.
+      for (const [signal, code] of [["SIGTERM", 143], ["SIGHUP", 129]] as const) {
+        const onSignal = () => {
+          restoreTerminal();
+          process.terminate().catch(() => {}).finally(() => Deno.exit(code));
+        };
+        Deno.addSignalListener(signal, onSignal);
+        removers.push(() => Deno.removeSignalListener(signal, onSignal));
+      }
     } else {
       let interrupts = 0;
       const onInterrupt = () => {

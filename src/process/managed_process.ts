@@ -63,6 +63,8 @@ export interface ManagedProcessOptions {
   readonly logger?: Logger;
   /** Sends a signal to the right target (terminals: the foreground group). */
   readonly signal?: (signal: Deno.Signal) => boolean;
+  /** The child's terminal, when it runs on one. */
+  readonly terminal?: { resize(rows: number, cols: number): void };
 }
 
 const CHUNK = 64 * 1024;
@@ -97,6 +99,7 @@ export class ManagedProcess {
   #maxWriteIds: number;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #signal: (signal: Deno.Signal) => boolean;
+  #terminal: { resize(rows: number, cols: number): void } | null;
 
   /** Wraps a spawned child and starts pumping its output. */
   constructor(options: ManagedProcessOptions) {
@@ -108,6 +111,7 @@ export class ManagedProcess {
     this.#logger = options.logger ?? nullLogger;
     this.#maxWriteIds = options.maxWriteIds ?? 4096;
     this.#signal = options.signal ?? ((sig) => signalGroup(this.pid, sig));
+    this.#terminal = options.terminal ?? null;
     this.#stdin = options.child.stdin ? options.child.stdin.getWriter() : null;
     this.#stdinState = this.#stdin ? "open" : "none";
     this.#stdin?.closed.catch(() => {});
@@ -280,7 +284,33 @@ export class ManagedProcess {
   /** Sends a signal to the process group; false when the child has exited. */
   signal(name: SignalName): boolean {
     if (this.exited) return false;
-    return this.#signal(SIGNALS[name]);
+    return this.#signal(SIGNALS[name]) || this.#signalLeader(SIGNALS[name]);
+  }
+
+  /**
+   * Signals the whole group; before the child has become a group leader (a
+   * terminal child does so only when `setsid` runs) the group does not exist
+   * yet, so the child itself is signalled. Its pid cannot have been reused:
+   * it is not reaped yet.
+   */
+  #signalTree(signal: Deno.Signal): void {
+    if (!signalGroup(this.pid, signal)) this.#signalLeader(signal);
+  }
+
+  #signalLeader(signal: Deno.Signal): boolean {
+    if (this.exited) return false;
+    try {
+      Deno.kill(this.pid, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Resizes the child's terminal; throws when it has none or it is closed. */
+  resize(rows: number, cols: number): void {
+    if (!this.#terminal) throw new Error(`process ${this.id} is not running on a terminal`);
+    this.#terminal.resize(rows, cols);
   }
 
   /**
@@ -290,14 +320,14 @@ export class ManagedProcess {
   terminate(graceMs = 0): boolean {
     if (this.exited) return false;
     if (graceMs > 0) {
-      signalGroup(this.pid, "SIGTERM");
+      this.#signalTree("SIGTERM");
       clearTimeout(this.#graceTimer);
       this.#graceTimer = setTimeout(() => {
         this.#graceTimer = undefined;
-        signalGroup(this.pid, "SIGKILL");
+        this.#signalTree("SIGKILL");
       }, graceMs);
     } else {
-      signalGroup(this.pid, "SIGKILL");
+      this.#signalTree("SIGKILL");
     }
     return true;
   }
@@ -311,7 +341,7 @@ export class ManagedProcess {
       this.#disposed = true;
       clearTimeout(this.#graceTimer);
       this.#graceTimer = undefined;
-      signalGroup(this.pid, "SIGKILL");
+      this.#signalTree("SIGKILL");
       this.#sink = null;
       this.log.releaseRoom();
       for (const reader of this.#readers) reader.cancel().catch(() => {});

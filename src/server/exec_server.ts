@@ -18,6 +18,7 @@ import { fsMethods } from "./handlers/fs.ts";
 import { httpMethods } from "./handlers/http.ts";
 import type { ResolvedExecServerOptions, ServerState } from "./server_state.ts";
 import { SessionRegistry } from "./session_registry.ts";
+import { ptyBackend } from "../process/pty/spawn_pty.ts";
 
 export type { ResolvedExecServerOptions } from "./server_state.ts";
 
@@ -65,7 +66,10 @@ export class ExecServer {
         logger,
       ),
       environmentInfo: environmentInfo(
-        serverCapabilities({ methods: new Set(Object.keys(methods)), tty: false }),
+        serverCapabilities({
+          methods: new Set(Object.keys(methods)),
+          tty: ptyBackend().backend !== null,
+        }),
       ),
     };
   }

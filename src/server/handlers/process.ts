@@ -13,12 +13,15 @@ import { spawnChild, type SpawnedChild, SpawnError } from "../../process/spawn.t
 import {
   processCloseStdinParams,
   processReadParams,
+  processResizeParams,
   processSignalParams,
   processStartParams,
   processTerminateParams,
   processWriteParams,
 } from "../../protocol/decoders.ts";
-import { internalError, invalidRequest } from "../../protocol/errors.ts";
+import { internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
+import { ptyBackend } from "../../process/pty/spawn_pty.ts";
+import { signalGroup } from "../../process/signals.ts";
 import { Method } from "../../protocol/methods.ts";
 import type {
   ProcessReadResult,
@@ -45,15 +48,50 @@ export type ChildStarter = (
     rows: number;
     cols: number;
   },
-) => { child: SpawnedChild; signal?: (signal: Deno.Signal) => boolean; tty: boolean };
+) => StartedChild;
 
-/** The default starter: pipes only; `tty: true` is refused clearly. */
-export const pipeStarter: ChildStarter = (request) => {
+/** What `process/start` needs to start a child. */
+export interface StartedChild {
+  /** The child. */
+  readonly child: SpawnedChild;
+  /** Signals the right target (a terminal's foreground group). */
+  readonly signal?: (signal: Deno.Signal) => boolean;
+  /** The child runs on a terminal. */
+  readonly tty: boolean;
+  /** Its terminal, for resizes. */
+  readonly terminal?: { resize(rows: number, cols: number): void };
+}
+
+/**
+ * The default starter: pipes, or a pseudo-terminal for `tty: true` when the
+ * backend is available (otherwise a clear `-32603`).
+ */
+export const defaultStarter: ChildStarter = (request) => {
   if (request.tty) {
-    throw internalError(
-      "tty: true is not supported by this server (no pseudo-terminal backend); " +
-        "environment/info capabilities.tty is false",
+    const { backend, reason } = ptyBackend();
+    if (!backend) {
+      throw internalError(
+        `tty: true is not supported by this server: ${reason}; environment/info capabilities.tty is false`,
+      );
+    }
+    const { child, pty } = backend.spawn(
+      {
+        argv: request.argv,
+        cwd: request.cwd,
+        env: request.env,
+        arg0: request.arg0,
+        stdin: "piped",
+      },
+      request.rows,
+      request.cols,
     );
+    return {
+      child,
+      tty: true,
+      terminal: pty,
+      // Signals go to the terminal's foreground job, as a keypress would.
+      signal: (sig) => signalGroup(pty.foregroundGroup() ?? child.pid, sig),
+    };
   }
   return {
     child: spawnChild({
@@ -122,7 +160,7 @@ async function read(
 }
 
 /** Builds the process methods around a child starter. */
-export function processMethods(starter: ChildStarter = pipeStarter): MethodTable {
+export function processMethods(starter: ChildStarter = defaultStarter): MethodTable {
   return {
     [Method.ProcessStart]: defineMethod(processStartParams, (p, ctx): ProcessStartResult => {
       const { session, server } = ctx;
@@ -161,6 +199,7 @@ export function processMethods(starter: ChildStarter = pipeStarter): MethodTable
         stdoutName: started.tty ? "pty" : "stdout",
         logger: server.logger.child({ processId: p.processId }),
         ...(started.signal ? { signal: started.signal } : {}),
+        ...(started.terminal ? { terminal: started.terminal } : {}),
       });
       session.addProcess(process);
       server.logger.debug("process.started", {
@@ -212,6 +251,18 @@ export function processMethods(starter: ChildStarter = pipeStarter): MethodTable
         process.signal(p.signal);
       } catch (error) {
         throw internalError(`failed to signal process: ${(error as Error).message}`, error);
+      }
+      return {};
+    }),
+
+    [Method.ProcessResize]: defineMethod(processResizeParams, (p, ctx) => {
+      const process = ctx.session.process(p.processId);
+      if (!process) throw unknownProcess(p.processId);
+      if (p.rows === 0 || p.cols === 0) throw invalidParams("rows and cols must be at least 1");
+      try {
+        process.resize(p.rows, p.cols);
+      } catch (error) {
+        throw invalidRequest((error as Error).message);
       }
       return {};
     }),

@@ -1,0 +1,132 @@
+/**
+ * Starting a child on a pseudo-terminal (`tty: true`).
+ *
+ * Approach, chosen after a spike (`../shared/docs/deno-pty.md`): allocate the
+ * master through libc FFI (`pty.ts`), then start the program with
+ * `Deno.Command` as `sh -c 'exec setsid -c "$@" <>"$0" >&0 2>&0' <pts> argv…`.
+ * The shell opens the slave read-write on fd 0 and dups it onto 1 and 2;
+ * util-linux `setsid -c` then makes the child a session leader with the pts
+ * as its controlling terminal (`TIOCSCTTY`) and execs the program — no
+ * extra process: the pid Deno holds is the program (pid = pgid = sid), so
+ * `status` reports its real exit code or signal. `detached` is not used
+ * (setsid would fork). npm PTY addons were rejected: they need native
+ * builds or prebuilt binaries and stall on large writes in Deno 2.9.6.
+ *
+ * The program is resolved against the child's PATH (or the server's when
+ * the child has none) before starting, so "not found" is a start error and
+ * not terminal output. `arg0` is honoured through bash's `exec -a` (the
+ * program is never confused with `arg0`). dash exports `PWD`; it is unset
+ * unless the request sets it.
+ *
+ * Optional at run time: without Linux, FFI, `sh` or `setsid`,
+ * {@linkcode ptyBackend} returns null with the reason.
+ *
+ * @module
+ */
+
+import { libcLoadError, loadLibc } from "./libc.ts";
+import { Pty } from "./pty.ts";
+import {
+  checkCwd,
+  findInPath,
+  type SpawnedChild,
+  SpawnError,
+  type SpawnRequest,
+} from "../spawn.ts";
+import { signalExitCode } from "../signals.ts";
+
+/** A terminal child and its master. */
+export interface PtyChild {
+  /** The child (stdout is the terminal's output; stderr is empty). */
+  readonly child: SpawnedChild;
+  /** The master, for resizes and the foreground group. */
+  readonly pty: Pty;
+}
+
+/** What starts terminal children. */
+export interface PtyBackend {
+  /** Starts `request` on a new terminal of `rows` × `cols`. */
+  spawn(request: SpawnRequest, rows: number, cols: number): PtyChild;
+}
+
+const SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+let cached: { backend: PtyBackend | null; reason: string } | null = null;
+
+/** The terminal backend, or null with a reason (see the module documentation). */
+export function ptyBackend(): { backend: PtyBackend | null; reason: string } {
+  if (cached) return cached;
+  const libc = loadLibc();
+  if (!libc) return (cached = { backend: null, reason: libcLoadError() });
+  const serverPath = Deno.env.get("PATH") ?? SYSTEM_PATH;
+  const sh = findInPath("sh", serverPath) ?? findInPath("sh", SYSTEM_PATH);
+  const setsid = findInPath("setsid", serverPath) ?? findInPath("setsid", SYSTEM_PATH);
+  if (!sh || !setsid) {
+    return (cached = {
+      backend: null,
+      reason: "terminals need `sh` and util-linux `setsid` on the server",
+    });
+  }
+  const bash = findInPath("bash", serverPath) ?? findInPath("bash", SYSTEM_PATH);
+  const backend: PtyBackend = {
+    spawn(request, rows, cols) {
+      checkCwd(request.cwd);
+      const [program, ...args] = request.argv;
+      if (program === undefined) throw new SpawnError("argv must not be empty");
+      const lookup = request.env.PATH ?? serverPath;
+      const resolved = program.includes("/")
+        ? (program.startsWith("/") ? program : `${request.cwd}/${program}`)
+        : findInPath(program, lookup);
+      if (resolved === null) {
+        throw new SpawnError(`failed to spawn ${program}: No such file or directory (os error 2)`);
+      }
+      let target: string[] = [resolved, ...args];
+      if (request.arg0 !== undefined && request.arg0 !== null) {
+        if (!bash) throw new SpawnError("arg0 on a terminal needs bash on the server (exec -a)");
+        target = [bash, "-c", 'exec -a "$0" "$@"', request.arg0, resolved, ...args];
+      }
+      const pty = new Pty(libc, rows, cols);
+      const unsetPwd = "PWD" in request.env ? "" : "unset PWD; ";
+      let child: Deno.ChildProcess;
+      try {
+        child = new Deno.Command(sh, {
+          args: [
+            "-c",
+            `${unsetPwd}exec "${setsid}" -c "$@" <>"$0" >&0 2>&0`,
+            pty.slavePath,
+            ...target,
+          ],
+          cwd: request.cwd,
+          env: { ...request.env },
+          clearEnv: true,
+          stdin: "null",
+          stdout: "null",
+          stderr: "null",
+        }).spawn();
+      } catch (error) {
+        pty.close();
+        throw new SpawnError(`failed to spawn ${program}: ${(error as Error).message}`, {
+          cause: error,
+        });
+      }
+      const emptyStderr = new ReadableStream<Uint8Array>({ start: (c) => c.close() });
+      return {
+        pty,
+        child: {
+          pid: child.pid,
+          stdout: pty.readable,
+          stderr: emptyStderr,
+          stdin: pty.writable,
+          status: child.status.then((s) => {
+            pty.releaseSlave();
+            return {
+              code: s.signal !== null ? signalExitCode(s.signal) : s.code,
+              signal: s.signal,
+            };
+          }),
+        },
+      };
+    },
+  };
+  return (cached = { backend, reason: "" });
+}
