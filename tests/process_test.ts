@@ -102,9 +102,6 @@ Deno.test("process/start errors name the problem", async () => {
     tty: false,
   });
   assertEquals(noEnv.error, { code: -32602, message: "missing field `env`" });
-  const tty = await startProcess(c, "e8", ["true"], { tty: true });
-  assertEquals(tty.error.code, -32603);
-  assertStringIncludes(tty.error.message, "tty: true is not supported");
   const uuid = await startProcess(c, "e9", ["true"], { metadata: { threadId: "thread" } });
   assertEquals(uuid.error.code, -32602);
   assertStringIncludes(uuid.error.message, "found `t` at 1");

@@ -15,9 +15,9 @@
  * @module
  */
 
-import { findHeadEnd, type MessageHead, parseHead } from "../util/http1.ts";
+import { bodyStream, ByteSource, HttpBodyError, responseFraming } from "../util/http1_body.ts";
 
-const MAX_HEAD_BYTES = 64 * 1024;
+export { HttpBodyError };
 
 /** A request. */
 export interface HttpClientRequest {
@@ -60,17 +60,7 @@ export class HttpTransportError extends Error {
   }
 }
 
-/** The response body could not be read to its end. */
-export class HttpBodyError extends Error {
-  /** Creates the error. */
-  constructor(message = "error decoding response body", options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "HttpBodyError";
-  }
-}
-
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 /** RFC 9110 token characters (methods and header names). */
 export const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -116,167 +106,6 @@ async function connect(url: URL, request: HttpClientRequest): Promise<Deno.Conn>
   return conn;
 }
 
-/** Reads bytes from a socket with a one-chunk push-back buffer. */
-class ByteSource {
-  #reader: ReadableStreamDefaultReader<Uint8Array>;
-  #pending: Uint8Array | null;
-
-  constructor(reader: ReadableStreamDefaultReader<Uint8Array>, leftover: Uint8Array) {
-    this.#reader = reader;
-    this.#pending = leftover.length > 0 ? leftover : null;
-  }
-
-  /** The next bytes (null at EOF). */
-  async next(): Promise<Uint8Array | null> {
-    if (this.#pending) {
-      const p = this.#pending;
-      this.#pending = null;
-      return p;
-    }
-    const { value, done } = await this.#reader.read();
-    return done ? null : value;
-  }
-
-  unshift(bytes: Uint8Array): void {
-    if (bytes.length > 0) this.#pending = bytes;
-  }
-
-  /** Reads one CRLF-terminated line (bounded). */
-  async line(max = 8192): Promise<string> {
-    let acc = new Uint8Array(0);
-    for (;;) {
-      const chunk = await this.next();
-      if (chunk === null) throw new HttpBodyError();
-      const joined = new Uint8Array(acc.length + chunk.length);
-      joined.set(acc);
-      joined.set(chunk, acc.length);
-      const nl = joined.indexOf(10);
-      if (nl !== -1) {
-        this.unshift(joined.subarray(nl + 1));
-        return decoder.decode(joined.subarray(0, nl)).replace(/\r$/, "");
-      }
-      if (joined.length > max) throw new HttpBodyError();
-      acc = joined;
-    }
-  }
-
-  cancel(): void {
-    this.#reader.cancel().catch(() => {});
-  }
-}
-
-type Framing = { kind: "none" } | { kind: "length"; remaining: number } | { kind: "chunked" } | {
-  kind: "close";
-};
-
-function bodyFraming(method: string, status: number, headers: Array<[string, string]>): Framing {
-  if (
-    method.toUpperCase() === "HEAD" || status === 204 || status === 304 ||
-    (status >= 100 && status < 200)
-  ) {
-    return { kind: "none" };
-  }
-  const te = headers.filter(([n]) => n === "transfer-encoding").map(([, v]) => v.toLowerCase())
-    .join(",");
-  if (te.split(",").map((t) => t.trim()).includes("chunked")) return { kind: "chunked" };
-  const cl = headers.find(([n]) => n === "content-length");
-  if (cl) {
-    const n = Number(cl[1]);
-    if (!Number.isSafeInteger(n) || n < 0) throw new HttpTransportError("invalid content-length");
-    return n === 0 ? { kind: "none" } : { kind: "length", remaining: n };
-  }
-  return { kind: "close" };
-}
-
-/** The body as a pull stream over the socket; closes the socket at its end. */
-function bodyStream(
-  source: ByteSource,
-  framing: Framing,
-  close: () => void,
-): ReadableStream<Uint8Array> {
-  let chunkRemaining = 0;
-  let finished = false;
-  const finish = (controller: ReadableStreamDefaultController<Uint8Array>) => {
-    finished = true;
-    close();
-    controller.close();
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (finished) return;
-      try {
-        if (framing.kind === "none") return finish(controller);
-        if (framing.kind === "close") {
-          const chunk = await source.next();
-          if (chunk === null) return finish(controller);
-          controller.enqueue(chunk);
-          return;
-        }
-        if (framing.kind === "length") {
-          const chunk = await source.next();
-          if (chunk === null) throw new HttpBodyError();
-          const take = Math.min(chunk.length, framing.remaining);
-          controller.enqueue(chunk.subarray(0, take));
-          framing.remaining -= take;
-          if (framing.remaining === 0) finish(controller);
-          return;
-        }
-        // chunked
-        if (chunkRemaining === 0) {
-          const sizeLine = await source.line();
-          const size = parseInt(sizeLine.split(";")[0]!.trim(), 16);
-          if (!Number.isFinite(size) || size < 0) throw new HttpBodyError();
-          if (size === 0) {
-            // trailers until an empty line
-            while ((await source.line()) !== "") { /* ignore trailers */ }
-            return finish(controller);
-          }
-          chunkRemaining = size;
-        }
-        const chunk = await source.next();
-        if (chunk === null) throw new HttpBodyError();
-        const take = Math.min(chunk.length, chunkRemaining);
-        source.unshift(chunk.subarray(take));
-        chunkRemaining -= take;
-        if (chunkRemaining === 0) {
-          const crlf = await source.line(2);
-          if (crlf !== "") throw new HttpBodyError();
-        }
-        controller.enqueue(chunk.subarray(0, take));
-      } catch (error) {
-        finished = true;
-        close();
-        controller.error(
-          error instanceof HttpBodyError ? error : new HttpBodyError(undefined, { cause: error }),
-        );
-      }
-    },
-    cancel() {
-      finished = true;
-      close();
-    },
-  }, { highWaterMark: 0 });
-}
-
-/** Reads one response head (bounded) from `source`. */
-async function readResponseHead(source: ByteSource): Promise<MessageHead> {
-  let data = new Uint8Array(0);
-  for (;;) {
-    const end = findHeadEnd(data, 0);
-    if (end !== -1) {
-      source.unshift(data.subarray(end + 4));
-      return parseHead(data.subarray(0, end), new Uint8Array(0));
-    }
-    if (data.length > MAX_HEAD_BYTES) throw new HttpTransportError("response head too large");
-    const chunk = await source.next();
-    if (chunk === null) throw new HttpTransportError("connection closed before the response head");
-    const joined = new Uint8Array(data.length + chunk.length);
-    joined.set(data);
-    joined.set(chunk, data.length);
-    data = joined;
-  }
-}
-
 async function exchange(
   request: HttpClientRequest,
   url: URL,
@@ -300,13 +129,14 @@ async function exchange(
     } catch { /* closed */ }
   };
   request.signal?.addEventListener("abort", close, { once: true });
-  const source = new ByteSource(conn.readable.getReader(), new Uint8Array(0));
+  const source = new ByteSource(conn.readable.getReader());
   try {
     const writer = conn.writable.getWriter();
     await writer.write(serialiseRequest({ ...request, method, body, headers }, url));
     writer.releaseLock();
     for (;;) {
-      const head = await readResponseHead(source);
+      const head = await source.head();
+      if (head === null) throw new HttpTransportError("connection closed before the response head");
       const status = Number(head.startLine[1]);
       if (!/^HTTP\/1\.[01]$/.test(head.startLine[0]) || !Number.isInteger(status)) {
         throw new HttpTransportError("invalid response status line");
@@ -320,7 +150,7 @@ async function exchange(
         status,
         headers: responseHeaders,
         url,
-        body: bodyStream(source, bodyFraming(method, status, responseHeaders), () => {
+        body: bodyStream(source, responseFraming(method, status, responseHeaders), () => {
           source.cancel();
           close();
         }),

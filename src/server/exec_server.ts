@@ -18,7 +18,7 @@ import { fsMethods } from "./handlers/fs.ts";
 import { httpMethods } from "./handlers/http.ts";
 import type { ResolvedExecServerOptions, ServerState } from "./server_state.ts";
 import { SessionRegistry } from "./session_registry.ts";
-import { ptyBackend } from "../process/pty/spawn_pty.ts";
+import { ptyAvailability } from "../process/pty/spawn_pty.ts";
 
 export type { ResolvedExecServerOptions } from "./server_state.ts";
 
@@ -68,7 +68,7 @@ export class ExecServer {
       environmentInfo: environmentInfo(
         serverCapabilities({
           methods: new Set(Object.keys(methods)),
-          tty: ptyBackend().backend !== null,
+          tty: ptyAvailability().available,
         }),
       ),
     };

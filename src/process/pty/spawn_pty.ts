@@ -53,21 +53,55 @@ const SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 let cached: { backend: PtyBackend | null; reason: string } | null = null;
 
+interface Helpers {
+  sh: string;
+  setsid: string;
+  bash: string | null;
+}
+
+function helpers(): Helpers | string {
+  const serverPath = Deno.env.get("PATH") ?? SYSTEM_PATH;
+  const find = (name: string) => findInPath(name, serverPath) ?? findInPath(name, SYSTEM_PATH);
+  const sh = find("sh");
+  const setsid = find("setsid");
+  if (!sh || !setsid) return "terminals need `sh` and util-linux `setsid` on the server";
+  return { sh, setsid, bash: find("bash") };
+}
+
+/**
+ * Whether terminals can work here, without loading anything (libc is
+ * opened at the first terminal): Linux, FFI permission, `sh`, `setsid`.
+ */
+export function ptyAvailability(): { available: boolean; reason: string } {
+  if (cached) return { available: cached.backend !== null, reason: cached.reason };
+  if (Deno.build.os !== "linux") {
+    return {
+      available: false,
+      reason: `pseudo-terminals are implemented for Linux only (this is ${Deno.build.os})`,
+    };
+  }
+  try {
+    if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") {
+      return { available: false, reason: "terminals need FFI (run with --allow-ffi)" };
+    }
+  } catch {
+    return { available: false, reason: "cannot query the FFI permission" };
+  }
+  const found = helpers();
+  return typeof found === "string"
+    ? { available: false, reason: found }
+    : { available: true, reason: "" };
+}
+
 /** The terminal backend, or null with a reason (see the module documentation). */
 export function ptyBackend(): { backend: PtyBackend | null; reason: string } {
   if (cached) return cached;
+  const found = helpers();
+  if (typeof found === "string") return (cached = { backend: null, reason: found });
   const libc = loadLibc();
   if (!libc) return (cached = { backend: null, reason: libcLoadError() });
+  const { sh, setsid, bash } = found;
   const serverPath = Deno.env.get("PATH") ?? SYSTEM_PATH;
-  const sh = findInPath("sh", serverPath) ?? findInPath("sh", SYSTEM_PATH);
-  const setsid = findInPath("setsid", serverPath) ?? findInPath("setsid", SYSTEM_PATH);
-  if (!sh || !setsid) {
-    return (cached = {
-      backend: null,
-      reason: "terminals need `sh` and util-linux `setsid` on the server",
-    });
-  }
-  const bash = findInPath("bash", serverPath) ?? findInPath("bash", SYSTEM_PATH);
   const backend: PtyBackend = {
     spawn(request, rows, cols) {
       checkCwd(request.cwd);

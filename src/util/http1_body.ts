@@ -1,0 +1,226 @@
+/**
+ * HTTP/1.1 message bodies over a byte stream, for both sides: framing by
+ * `content-length`, `transfer-encoding: chunked` or end of connection, read
+ * as a pull stream (nothing is read before the consumer asks), and chunked
+ * encoding for bodies we send.
+ *
+ * @module
+ */
+
+import { findHeadEnd, type MessageHead, parseHead } from "./http1.ts";
+
+/** A body could not be read to its end (truncated or malformed framing). */
+export class HttpBodyError extends Error {
+  /** Creates the error. */
+  constructor(message = "error decoding response body", options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "HttpBodyError";
+  }
+}
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+/** Reads bytes from a stream with a one-chunk push-back buffer. */
+export class ByteSource {
+  #reader: ReadableStreamDefaultReader<Uint8Array>;
+  #pending: Uint8Array | null = null;
+
+  /** Reads from `reader`. */
+  constructor(reader: ReadableStreamDefaultReader<Uint8Array>) {
+    this.#reader = reader;
+  }
+
+  /** The next bytes (null at EOF). */
+  async next(): Promise<Uint8Array | null> {
+    if (this.#pending) {
+      const p = this.#pending;
+      this.#pending = null;
+      return p;
+    }
+    const { value, done } = await this.#reader.read();
+    return done ? null : value;
+  }
+
+  /** Pushes bytes back to be returned by the next {@linkcode next}. */
+  unshift(bytes: Uint8Array): void {
+    if (bytes.length > 0) this.#pending = bytes;
+  }
+
+  /** Reads one CRLF-terminated line of at most `max` bytes. */
+  async line(max = 8192): Promise<string> {
+    let acc = new Uint8Array(0);
+    for (;;) {
+      const chunk = await this.next();
+      if (chunk === null) throw new HttpBodyError();
+      const joined = new Uint8Array(acc.length + chunk.length);
+      joined.set(acc);
+      joined.set(chunk, acc.length);
+      const nl = joined.indexOf(10);
+      if (nl !== -1) {
+        this.unshift(joined.subarray(nl + 1));
+        return decoder.decode(joined.subarray(0, nl)).replace(/\r$/, "");
+      }
+      if (joined.length > max) throw new HttpBodyError();
+      acc = joined;
+    }
+  }
+
+  /**
+   * Reads one message head (request or response) of at most `maxBytes`.
+   * Returns null at a clean EOF before any byte.
+   */
+  async head(maxBytes = 64 * 1024): Promise<MessageHead | null> {
+    let data = new Uint8Array(0);
+    for (;;) {
+      const end = findHeadEnd(data, 0);
+      if (end !== -1) {
+        this.unshift(data.subarray(end + 4));
+        return parseHead(data.subarray(0, end), new Uint8Array(0));
+      }
+      if (data.length > maxBytes) throw new HttpBodyError("message head too large");
+      const chunk = await this.next();
+      if (chunk === null) {
+        if (data.length === 0) return null;
+        throw new HttpBodyError("connection closed inside a message head");
+      }
+      const joined = new Uint8Array(data.length + chunk.length);
+      joined.set(data);
+      joined.set(chunk, data.length);
+      data = joined;
+    }
+  }
+
+  /** Stops reading (cancels the underlying stream). */
+  cancel(): void {
+    this.#reader.cancel().catch(() => {});
+  }
+}
+
+/** How a body is delimited. */
+export type BodyFraming =
+  | { kind: "none" }
+  | { kind: "length"; remaining: number }
+  | { kind: "chunked" }
+  | { kind: "close" };
+
+function lengthOrChunked(headers: ReadonlyArray<readonly [string, string]>): BodyFraming | null {
+  const te = headers.filter(([n]) => n.toLowerCase() === "transfer-encoding").map(([, v]) =>
+    v.toLowerCase()
+  )
+    .join(",");
+  if (te.split(",").map((t) => t.trim()).includes("chunked")) return { kind: "chunked" };
+  const cl = headers.find(([n]) => n.toLowerCase() === "content-length");
+  if (cl) {
+    const n = Number(cl[1]);
+    if (!/^\d+$/.test(cl[1].trim()) || !Number.isSafeInteger(n)) {
+      throw new HttpBodyError("invalid content-length");
+    }
+    return n === 0 ? { kind: "none" } : { kind: "length", remaining: n };
+  }
+  return null;
+}
+
+/** Framing of a response body (RFC 9112 §6.3). */
+export function responseFraming(
+  method: string,
+  status: number,
+  headers: ReadonlyArray<readonly [string, string]>,
+): BodyFraming {
+  if (
+    method.toUpperCase() === "HEAD" || status === 204 || status === 304 ||
+    (status >= 100 && status < 200)
+  ) {
+    return { kind: "none" };
+  }
+  return lengthOrChunked(headers) ?? { kind: "close" };
+}
+
+/** Framing of a request body: without length or chunking there is none. */
+export function requestFraming(headers: ReadonlyArray<readonly [string, string]>): BodyFraming {
+  return lengthOrChunked(headers) ?? { kind: "none" };
+}
+
+/**
+ * The body as a pull stream over `source`; `done` runs once at its end (or
+ * on error/cancel). Errors are {@linkcode HttpBodyError}.
+ */
+export function bodyStream(
+  source: ByteSource,
+  framing: BodyFraming,
+  done: () => void,
+): ReadableStream<Uint8Array> {
+  let chunkRemaining = 0;
+  let finished = false;
+  const finish = (controller: ReadableStreamDefaultController<Uint8Array>) => {
+    finished = true;
+    done();
+    controller.close();
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (finished) return;
+      try {
+        if (framing.kind === "none") return finish(controller);
+        if (framing.kind === "close") {
+          const chunk = await source.next();
+          if (chunk === null) return finish(controller);
+          controller.enqueue(chunk);
+          return;
+        }
+        if (framing.kind === "length") {
+          const chunk = await source.next();
+          if (chunk === null) throw new HttpBodyError();
+          const take = Math.min(chunk.length, framing.remaining);
+          source.unshift(chunk.subarray(take));
+          controller.enqueue(chunk.subarray(0, take));
+          framing.remaining -= take;
+          if (framing.remaining === 0) finish(controller);
+          return;
+        }
+        if (chunkRemaining === 0) {
+          const sizeLine = await source.line();
+          const size = parseInt(sizeLine.split(";")[0]!.trim(), 16);
+          if (!Number.isFinite(size) || size < 0) throw new HttpBodyError();
+          if (size === 0) {
+            while ((await source.line()) !== "") { /* trailers are ignored */ }
+            return finish(controller);
+          }
+          chunkRemaining = size;
+        }
+        const chunk = await source.next();
+        if (chunk === null) throw new HttpBodyError();
+        const take = Math.min(chunk.length, chunkRemaining);
+        source.unshift(chunk.subarray(take));
+        chunkRemaining -= take;
+        if (chunkRemaining === 0 && (await source.line(2)) !== "") throw new HttpBodyError();
+        controller.enqueue(chunk.subarray(0, take));
+      } catch (error) {
+        finished = true;
+        done();
+        controller.error(
+          error instanceof HttpBodyError ? error : new HttpBodyError(undefined, { cause: error }),
+        );
+      }
+    },
+    cancel() {
+      if (finished) return;
+      finished = true;
+      done();
+    },
+  }, { highWaterMark: 0 });
+}
+
+/** Frames one chunk of a chunked body. */
+export function encodeChunk(data: Uint8Array): Uint8Array {
+  const head = encoder.encode(`${data.length.toString(16)}\r\n`);
+  const out = new Uint8Array(head.length + data.length + 2);
+  out.set(head);
+  out.set(data, head.length);
+  out[out.length - 2] = 13;
+  out[out.length - 1] = 10;
+  return out;
+}
+
+/** The last chunk of a chunked body. */
+export const LAST_CHUNK: Uint8Array = encoder.encode("0\r\n\r\n");
