@@ -70,6 +70,25 @@ export {
 export { type RemoteFile, RemoteFs, type RemotePath } from "./src/client/fs.ts";
 export type { CommandTarget, OpenedTransport, StopTimings } from "./src/client/transports.ts";
 
+// Sidecars
+export {
+  DEFAULT_RESPONSES_UPSTREAM,
+  type ResponsesProxy,
+  type ResponsesProxyOptions,
+  startResponsesProxy,
+} from "./src/sidecars/responses_proxy.ts";
+export {
+  API_KEY_ERRORS,
+  ApiKeyError,
+  type KeySource,
+  readApiKeyHeader,
+} from "./src/sidecars/api_key.ts";
+export {
+  relayStdioToUnixSocket,
+  StdioRelayError,
+  type StdioRelayOptions,
+} from "./src/sidecars/stdio_to_uds.ts";
+
 // JSON-RPC core
 export type { CloseInfo, Connection } from "./src/jsonrpc/connection.ts";
 export { ndjsonConnection, type NdjsonOptions } from "./src/jsonrpc/ndjson.ts";

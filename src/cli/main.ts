@@ -9,6 +9,8 @@ import { UsageError } from "./common.ts";
 import { parseServeArgs, runServe, SERVE_USAGE } from "./serve.ts";
 import { runExec } from "./exec.ts";
 import { runFs, runInfo } from "./fs_cmd.ts";
+import { runResponsesProxy } from "./responses_proxy_cmd.ts";
+import { runStdioToUds } from "./stdio_to_uds_cmd.ts";
 
 /** Top-level help. */
 export const USAGE =
@@ -21,6 +23,8 @@ Commands:
   exec             run a program on an exec-server (stdout/stderr here, stdin forwarded)
   fs               ls, cat, put, get, stat, rm, mkdir on an exec-server
   info             print an exec-server's environment/info
+  responses-proxy  loopback Responses API proxy that adds the API key read from stdin
+  stdio-to-uds     relay stdio to a Unix domain socket
   help             show this help, or a command's help
 
 Run \`exec-server COMMAND --help\` for a command's options.
@@ -42,6 +46,8 @@ const COMMANDS: Record<string, Command> = {
   exec: runExec,
   fs: runFs,
   info: runInfo,
+  "responses-proxy": runResponsesProxy,
+  "stdio-to-uds": runStdioToUds,
 };
 
 /** Runs the command line; returns the exit status. */

@@ -25,8 +25,12 @@ export interface HttpClientRequest {
   readonly method: string;
   /** Absolute http(s) URL. */
   readonly url: URL;
-  /** Headers in order; repeats are sent as separate lines. */
-  readonly headers: ReadonlyArray<readonly [string, string]>;
+  /**
+   * Headers in order; repeats are sent as separate lines. A byte value is
+   * written as is and never becomes a JS string (for secrets: the request
+   * buffer that held it is zero-filled once written).
+   */
+  readonly headers: ReadonlyArray<HeaderField>;
   /** Request body. */
   readonly body?: Uint8Array;
   /** `follow` redirects (up to `maxRedirects`) or `stop` and return them. */
@@ -38,6 +42,9 @@ export interface HttpClientRequest {
   /** Extra trusted CA certificates (PEM) for https. */
   readonly caCerts?: string[];
 }
+
+/** One request header: a name and a text or byte value. */
+export type HeaderField = readonly [string, string | Uint8Array];
 
 /** A response whose body is still on the wire. */
 export interface HttpClientResponse {
@@ -65,7 +72,7 @@ const encoder = new TextEncoder();
 /** RFC 9110 token characters (methods and header names). */
 export const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
-function hasHeader(headers: ReadonlyArray<readonly [string, string]>, name: string): boolean {
+function hasHeader(headers: ReadonlyArray<HeaderField>, name: string): boolean {
   return headers.some(([n]) => n.toLowerCase() === name);
 }
 
@@ -79,14 +86,26 @@ function serialiseRequest(request: HttpClientRequest, url: URL): Uint8Array {
   ) {
     headers.push(["content-length", String(request.body.length)]);
   }
-  let head = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\n`;
-  for (const [name, value] of headers) head += `${name}: ${value}\r\n`;
-  head += "\r\n";
-  const headBytes = encoder.encode(head);
-  if (!request.body || request.body.length === 0) return headBytes;
-  const out = new Uint8Array(headBytes.length + request.body.length);
-  out.set(headBytes);
-  out.set(request.body, headBytes.length);
+  const parts: Uint8Array[] = [];
+  let text = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\n`;
+  for (const [name, value] of headers) {
+    if (typeof value === "string") {
+      text += `${name}: ${value}\r\n`;
+      continue;
+    }
+    parts.push(encoder.encode(`${text}${name}: `), value);
+    text = "\r\n";
+  }
+  parts.push(encoder.encode(text + "\r\n"));
+  if (request.body && request.body.length > 0) parts.push(request.body);
+  let total = 0;
+  for (const part of parts) total += part.length;
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
   return out;
 }
 
@@ -111,7 +130,7 @@ async function exchange(
   url: URL,
   method: string,
   body: Uint8Array | undefined,
-  headers: ReadonlyArray<readonly [string, string]>,
+  headers: ReadonlyArray<HeaderField>,
 ): Promise<HttpClientResponse> {
   let conn: Deno.Conn;
   try {
@@ -132,7 +151,12 @@ async function exchange(
   const source = new ByteSource(conn.readable.getReader());
   try {
     const writer = conn.writable.getWriter();
-    await writer.write(serialiseRequest({ ...request, method, body, headers }, url));
+    const bytes = serialiseRequest({ ...request, method, body, headers }, url);
+    try {
+      await writer.write(bytes);
+    } finally {
+      if (headers.some(([, v]) => typeof v !== "string")) bytes.fill(0);
+    }
     writer.releaseLock();
     for (;;) {
       const head = await source.head();
@@ -176,7 +200,7 @@ export async function httpRequest(request: HttpClientRequest): Promise<HttpClien
   let url = request.url;
   let method = request.method;
   let body = request.body;
-  let headers: ReadonlyArray<readonly [string, string]> = request.headers;
+  let headers: ReadonlyArray<HeaderField> = request.headers;
   const max = request.maxRedirects ?? 10;
   for (let hop = 0;; hop++) {
     const response = await exchange(request, url, method, body, headers);

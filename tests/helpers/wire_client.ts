@@ -399,3 +399,18 @@ export async function eventually(
   }
   return await check();
 }
+
+/** Polls `probe` until it returns a value other than `null`; throws after `timeoutMs`. */
+export async function waitFor<T>(
+  probe: () => T | null | Promise<T | null>,
+  timeoutMs = 5000,
+  stepMs = 20,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== null) return value;
+    if (Date.now() > deadline) throw new Error(`nothing after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}

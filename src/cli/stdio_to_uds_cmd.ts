@@ -1,0 +1,32 @@
+/**
+ * `exec-server stdio-to-uds SOCKET`: relay stdio to a Unix domain socket.
+ *
+ * @module
+ */
+
+import { relayStdioToUnixSocket } from "../sidecars/stdio_to_uds.ts";
+import { UsageError } from "./common.ts";
+
+/** Help text. */
+export const STDIO_TO_UDS_USAGE = `Usage: exec-server stdio-to-uds SOCKET_PATH
+
+Relays stdin to the Unix domain socket at SOCKET_PATH and the socket to
+stdout. At stdin EOF the socket's write half is shut down; the command exits
+when both directions are done (0), or 1 when the socket cannot be reached or
+a direction fails.
+
+Example (an MCP client that can only launch stdio servers):
+  exec-server stdio-to-uds /run/my-mcp.sock
+`;
+
+/** Runs `stdio-to-uds`; returns the exit status. */
+export async function runStdioToUds(args: string[]): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(STDIO_TO_UDS_USAGE);
+    return 0;
+  }
+  if (args.length === 0) throw new UsageError("Usage: exec-server stdio-to-uds <socket-path>", 1);
+  if (args.length > 1) throw new UsageError("Expected exactly one argument: <socket-path>", 1);
+  await relayStdioToUnixSocket(args[0]!);
+  return 0;
+}
