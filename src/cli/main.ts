@@ -10,6 +10,7 @@ import { parseServeArgs, runServe, SERVE_USAGE } from "./serve.ts";
 import { runExec } from "./exec.ts";
 import { runFs, runInfo } from "./fs_cmd.ts";
 import { runResponsesProxy } from "./responses_proxy_cmd.ts";
+import { runMcpBridge } from "./mcp_bridge_cmd.ts";
 import { runStdioToUds } from "./stdio_to_uds_cmd.ts";
 
 /** Top-level help. */
@@ -23,6 +24,7 @@ Commands:
   exec             run a program on an exec-server (stdout/stderr here, stdin forwarded)
   fs               ls, cat, put, get, stat, rm, mkdir on an exec-server
   info             print an exec-server's environment/info
+  mcp-bridge       run an MCP stdio server (here or on an exec-server) for MCP clients
   responses-proxy  loopback Responses API proxy that adds the API key read from stdin
   stdio-to-uds     relay stdio to a Unix domain socket
   help             show this help, or a command's help
@@ -47,6 +49,7 @@ const COMMANDS: Record<string, Command> = {
   fs: runFs,
   info: runInfo,
   "responses-proxy": runResponsesProxy,
+  "mcp-bridge": runMcpBridge,
   "stdio-to-uds": runStdioToUds,
 };
 

@@ -17,6 +17,7 @@ import {
 import { type Logger, nullLogger } from "../log/logger.ts";
 import { signalGroup } from "../process/signals.ts";
 import { settleWithin } from "../util/async.ts";
+import { drainLines } from "../util/line_drain.ts";
 
 /** A server started as a child process speaking NDJSON on its stdio. */
 export interface CommandTarget {
@@ -75,28 +76,10 @@ export function openCommandTransport(
       cause: error,
     });
   }
-  const stderrDone = (async () => {
-    const decoder = new TextDecoder();
-    let pending = "";
-    try {
-      for await (const chunk of child.stderr) {
-        pending += decoder.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = pending.indexOf("\n")) !== -1) {
-          const line = pending.slice(0, nl);
-          pending = pending.slice(nl + 1);
-          if (line.trim()) logger.debug("server.stderr", { command: target.program, line });
-        }
-        if (pending.length > 64 * 1024) {
-          logger.debug("server.stderr", { command: target.program, line: pending });
-          pending = "";
-        }
-      }
-    } catch {
-      // the pipe closed
-    }
-    if (pending.trim()) logger.debug("server.stderr", { command: target.program, line: pending });
-  })();
+  const stderrDone = drainLines(child.stderr, {
+    maxLineBytes: 64 * 1024,
+    onLine: (line) => logger.debug("server.stderr", { command: target.program, line }),
+  });
   const connection = ndjsonConnection(child.stdout, child.stdin, {
     label: `stdio ${target.program}`,
     outputIsResource: true,

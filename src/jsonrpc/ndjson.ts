@@ -104,6 +104,20 @@ export class LineSplitter {
   get pendingBytes(): number {
     return this.#pendingLength;
   }
+
+  /** Hands out the unfinished line (at end of input) and forgets it; `null` when none. */
+  takeRest(): Uint8Array | null {
+    if (this.#pendingLength === 0) return null;
+    const rest = new Uint8Array(this.#pendingLength);
+    let offset = 0;
+    for (const p of this.#pending) {
+      rest.set(p, offset);
+      offset += p.length;
+    }
+    this.#pending = [];
+    this.#pendingLength = 0;
+    return rest;
+  }
 }
 
 /**

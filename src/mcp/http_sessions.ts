@@ -1,0 +1,208 @@
+/**
+ * Streamable HTTP for MCP where every session is its own world: the first
+ * `initialize` POST without a session id opens a session (and whatever backs
+ * it — a child MCP server, a tool server), later requests carry
+ * `mcp-session-id`, `DELETE` ends the session, and a session idle for
+ * `idleTimeoutMs` (no request and nothing open) is closed. Two clients never
+ * share a server process, so they never see each other's messages.
+ *
+ * Loopback by default; requests whose `Origin` is not a loopback origin are
+ * refused (DNS rebinding).
+ *
+ * @module
+ */
+
+import { type Logger, nullLogger } from "../log/logger.ts";
+import { loadMcpSdk, type Transport } from "./sdk.ts";
+
+/** What backs one session. */
+export interface McpHttpSession {
+  /** Work in flight (a busy session is never idle). */
+  readonly busy?: () => boolean;
+  /** Resolves when the backing side ended on its own. */
+  readonly closed?: Promise<void>;
+  /** Ends the session's backing side. */
+  close(): Promise<void>;
+}
+
+/** Options of {@linkcode serveMcpHttp}. */
+export interface McpHttpOptions {
+  /** Interface. Default `127.0.0.1`. */
+  readonly hostname?: string;
+  /** Port; `0` picks one. */
+  readonly port: number;
+  /** Endpoint path. Default `/mcp`. */
+  readonly path?: string;
+  /** Close sessions idle this long. Default 600 000 ms. */
+  readonly idleTimeoutMs?: number;
+  /** Called for each new session with its transport (not yet started). */
+  readonly openSession: (transport: Transport) => Promise<McpHttpSession>;
+  /** Where session events go. */
+  readonly logger?: Logger;
+}
+
+/** A running endpoint. */
+export interface McpHttpServer {
+  /** Bound address. */
+  readonly addr: Deno.NetAddr;
+  /** The endpoint URL. */
+  readonly url: string;
+  /** Open sessions. */
+  readonly sessionCount: number;
+  /** Closes every session and stops listening. */
+  close(): Promise<void>;
+}
+
+interface Entry {
+  transport: Transport & { handleRequest(req: Request, options?: unknown): Promise<Response> };
+  session: McpHttpSession | null;
+  lastActive: number;
+  active: number;
+}
+
+function rpcError(status: number, code: number, message: string): Response {
+  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status });
+}
+
+function isLoopbackOrigin(origin: string): boolean {
+  try {
+    const host = new URL(origin).hostname;
+    return host === "localhost" || host === "127.0.0.1" || host === "[::1]";
+  } catch {
+    return false;
+  }
+}
+
+function isInitialize(body: unknown): boolean {
+  const one = (m: unknown) =>
+    typeof m === "object" && m !== null && (m as { method?: unknown }).method === "initialize";
+  return Array.isArray(body) ? body.some(one) : one(body);
+}
+
+/** Serves MCP sessions over Streamable HTTP (see the module documentation). */
+export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServer> {
+  const sdk = await loadMcpSdk();
+  const logger = options.logger ?? nullLogger;
+  const path = options.path ?? "/mcp";
+  const idleMs = options.idleTimeoutMs ?? 600_000;
+  const sessions = new Map<string, Entry>();
+  const loopbackOnly = (options.hostname ?? "127.0.0.1") === "127.0.0.1" ||
+    options.hostname === "localhost" || options.hostname === "::1";
+
+  const ending = new Set<Promise<void>>();
+  const end = (id: string, why: string): Promise<void> => {
+    const entry = sessions.get(id);
+    if (!entry) return Promise.resolve();
+    sessions.delete(id);
+    logger.info("mcp.session_closed", { session: id, reason: why });
+    const task = (async () => {
+      await entry.session?.close().catch(() => {});
+      await entry.transport.close().catch(() => {});
+    })();
+    ending.add(task);
+    task.finally(() => ending.delete(task));
+    return task;
+  };
+
+  async function handle(req: Request): Promise<Response> {
+    if (new URL(req.url).pathname !== path) return new Response("not found", { status: 404 });
+    const origin = req.headers.get("origin");
+    if (loopbackOnly && origin !== null && !isLoopbackOrigin(origin)) {
+      return rpcError(403, -32000, `Forbidden: origin ${origin} is not allowed`);
+    }
+    const sessionId = req.headers.get("mcp-session-id");
+    if (sessionId !== null) {
+      const entry = sessions.get(sessionId);
+      if (!entry) return rpcError(404, -32001, "Session not found");
+      entry.active++;
+      try {
+        return await entry.transport.handleRequest(req);
+      } finally {
+        entry.active--;
+        entry.lastActive = Date.now();
+      }
+    }
+    if (req.method !== "POST") {
+      return rpcError(400, -32000, "Bad Request: No valid session ID provided");
+    }
+    let body: unknown;
+    try {
+      body = await req.json();
+    } catch {
+      return rpcError(400, -32700, "Parse error: the body is not JSON");
+    }
+    if (!isInitialize(body)) {
+      return rpcError(400, -32000, "Bad Request: No valid session ID provided");
+    }
+    const entry: Entry = {
+      transport: null as unknown as Entry["transport"],
+      session: null,
+      lastActive: Date.now(),
+      active: 1,
+    };
+    const transport = new sdk.http.WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: () => crypto.randomUUID(),
+      onsessioninitialized: (id) => {
+        sessions.set(id, entry);
+        logger.info("mcp.session_opened", { session: id });
+      },
+      onsessionclosed: (id) => void end(id, "deleted by the client"),
+    });
+    entry.transport = transport;
+    try {
+      entry.session = await options.openSession(transport);
+    } catch (error) {
+      await transport.close().catch(() => {});
+      logger.warn("mcp.session_failed", { error });
+      return rpcError(500, -32603, `cannot start the session: ${(error as Error).message}`);
+    }
+    entry.session.closed?.then(() => {
+      if (transport.sessionId) void end(transport.sessionId, "backing server ended");
+    });
+    try {
+      const response = await transport.handleRequest(req, { parsedBody: body });
+      if (transport.sessionId === undefined) {
+        // Initialization failed: nothing to keep.
+        await entry.session.close().catch(() => {});
+        await transport.close().catch(() => {});
+      }
+      return response;
+    } finally {
+      entry.active--;
+      entry.lastActive = Date.now();
+    }
+  }
+
+  const reaper = setInterval(() => {
+    const now = Date.now();
+    for (const [id, entry] of sessions) {
+      if (entry.active > 0 || entry.session?.busy?.()) continue;
+      if (now - entry.lastActive >= idleMs) void end(id, `idle for ${idleMs} ms`);
+    }
+  }, Math.max(50, Math.min(idleMs / 4, 30_000)));
+
+  const server = Deno.serve({
+    hostname: options.hostname ?? "127.0.0.1",
+    port: options.port,
+    onListen: () => {},
+  }, handle);
+  const addr = server.addr as Deno.NetAddr;
+  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  let closing: Promise<void> | null = null;
+  return {
+    addr,
+    url: `http://${host}:${addr.port}${path}`,
+    get sessionCount() {
+      return sessions.size;
+    },
+    close() {
+      closing ??= (async () => {
+        clearInterval(reaper);
+        await Promise.allSettled([...sessions.keys()].map((id) => end(id, "server closing")));
+        await Promise.allSettled([...ending]);
+        await server.shutdown();
+      })();
+      return closing;
+    },
+  };
+}
