@@ -69,6 +69,36 @@ export {
 } from "./src/client/command.ts";
 export { type RemoteFile, RemoteFs, type RemotePath } from "./src/client/fs.ts";
 export type { CommandTarget, OpenedTransport, StopTimings } from "./src/client/transports.ts";
+export { inProcessTransport } from "./src/client/in_process.ts";
+
+// MCP
+export type { McpMessage, McpTransport } from "./src/mcp/transport.ts";
+export { type LaunchMcpOptions, launchMcpServer } from "./src/mcp/launcher.ts";
+export {
+  MCP_SERVER_NAME,
+  type McpEnvVar,
+  type McpServerSpec,
+  validateMcpServerName,
+} from "./src/mcp/server_spec.ts";
+export {
+  type McpBridgeHttpOptions,
+  type McpBridgeOptions,
+  serveMcpBridgeHttp,
+  serveMcpBridgeStdio,
+} from "./src/mcp/bridge_server.ts";
+export type { McpHttpServer } from "./src/mcp/http_sessions.ts";
+export {
+  createExecToolServer,
+  type ExecToolServer,
+  type ExecToolServerOptions,
+} from "./src/mcp/tool_server.ts";
+export { serveExecToolsHttp, serveExecToolsStdio } from "./src/mcp/tool_serve.ts";
+export {
+  type ExecReport,
+  ExecSessions,
+  type ExecStart,
+  type ExecToolLimits,
+} from "./src/mcp/tools/exec_sessions.ts";
 
 // Sidecars
 export {

@@ -35,7 +35,7 @@ function textOf(result: unknown): string {
   return content.map((c) => c.text ?? "").join("");
 }
 
-async function newClient(): Promise<Client> {
+function newClient(): Client {
   return new Client({ name: "bridge-test", version: "1.0.0" });
 }
 
@@ -59,7 +59,9 @@ Deno.test("mcp: local and remote environments follow the reference's rules", () 
   assertEquals(remote.envPolicy.includeOnly, []);
   const named = remoteMcpEnv({ ...spec, envVars: [{ name: "GPU_ID", source: "remote" }] }, host);
   assertEquals(named.envPolicy.inherit, "all");
-  assert(named.envPolicy.includeOnly.includes("GPU_ID") && named.envPolicy.includeOnly.includes("PATH"));
+  assert(
+    named.envPolicy.includeOnly.includes("GPU_ID") && named.envPolicy.includeOnly.includes("PATH"),
+  );
   assertEquals(named.env, { PATH: "/p" });
   const error = assertThrows(() =>
     localMcpEnv({ ...spec, envVars: [{ name: "GPU_ID", source: "remote" }] }, host)
@@ -77,7 +79,7 @@ Deno.test("mcp launcher: a local server sees only its built environment and its 
     memorySpec({ env: { GIVEN: "yes" } }),
     { fallbackCwd: dir, logger: nullLogger },
   );
-  const client = await newClient();
+  const client = newClient();
   try {
     await client.connect(transport);
     const env = async (name: string) =>
@@ -95,7 +97,7 @@ Deno.test("mcp launcher: a local server sees only its built environment and its 
 
 Deno.test("mcp launcher: a server that dies mid-call fails the call instead of hanging", async () => {
   const transport = await launchMcpServer(memorySpec(), { logger: nullLogger });
-  const client = await newClient();
+  const client = newClient();
   try {
     await client.connect(transport);
     await assertRejects(() => client.callTool({ name: "crash" }));
@@ -109,10 +111,13 @@ Deno.test("mcp launcher: an oversized message line closes the transport and stop
     logger: nullLogger,
     maxLineBytes: 64 * 1024,
   });
-  const client = await newClient();
+  const client = newClient();
   try {
     await client.connect(transport);
-    assertEquals(textOf(await client.callTool({ name: "big", arguments: { bytes: 1000 } })).length, 1000);
+    assertEquals(
+      textOf(await client.callTool({ name: "big", arguments: { bytes: 1000 } })).length,
+      1000,
+    );
     const pid = Number(textOf(await client.callTool({ name: "pid" })));
     await assertRejects(() => client.callTool({ name: "big", arguments: { bytes: 200_000 } }));
     assert(await waitFor(() => isDead(pid) ? true : null), "server still running");
@@ -160,19 +165,35 @@ Deno.test({
     const transport = new StdioClientTransport({
       command: Deno.execPath(),
       args: [
-        "run", "-A", CLI, "mcp-bridge", "--url", listener.url, "--cwd", dir, "--name", "everything",
-        "--", Deno.execPath(), "run", "-A", "--no-lock", EVERYTHING,
+        "run",
+        "-A",
+        CLI,
+        "mcp-bridge",
+        "--url",
+        listener.url,
+        "--cwd",
+        dir,
+        "--name",
+        "everything",
+        "--",
+        Deno.execPath(),
+        "run",
+        "-A",
+        "--no-lock",
+        EVERYTHING,
       ],
       stderr: "ignore",
     });
-    const client = await newClient();
+    const client = newClient();
     try {
       await client.connect(transport);
       assertEquals(client.getServerVersion()?.name, "mcp-servers/everything");
       const tools = (await client.listTools()).tools.map((t) => t.name);
       assert(tools.includes("echo"), tools.join());
       assertEquals(
-        textOf(await client.callTool({ name: "echo", arguments: { message: "through the bridge" } })),
+        textOf(
+          await client.callTool({ name: "echo", arguments: { message: "through the bridge" } }),
+        ),
         "Echo: through the bridge",
       );
       const sum = await client.callTool({ name: "get-sum", arguments: { a: 2, b: 40 } });
@@ -190,13 +211,19 @@ Deno.test({
 
 Deno.test("mcp-bridge --http: concurrent sessions get their own server and never see each other", async () => {
   const http = await serveMcpBridgeHttp(memorySpec(), { port: 0, logger: nullLogger });
-  const a = await newClient();
-  const b = await newClient();
+  const a = newClient();
+  const b = newClient();
   const logsA: string[] = [];
   const logsB: string[] = [];
   const { LoggingMessageNotificationSchema } = await import("@modelcontextprotocol/sdk/types.js");
-  a.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logsA.push(String(n.params.data)));
-  b.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logsB.push(String(n.params.data)));
+  a.setNotificationHandler(
+    LoggingMessageNotificationSchema,
+    (n) => void logsA.push(String(n.params.data)),
+  );
+  b.setNotificationHandler(
+    LoggingMessageNotificationSchema,
+    (n) => void logsB.push(String(n.params.data)),
+  );
   try {
     await Promise.all([
       a.connect(new StreamableHTTPClientTransport(new URL(http.url))),
@@ -232,7 +259,7 @@ Deno.test("mcp-bridge --http: idle sessions are closed and their servers stopped
     idleTimeoutMs: 300,
     logger: nullLogger,
   });
-  const client = await newClient();
+  const client = newClient();
   try {
     await client.connect(new StreamableHTTPClientTransport(new URL(http.url)));
     const pid = Number(textOf(await client.callTool({ name: "pid" })));
@@ -252,7 +279,11 @@ Deno.test("mcp-bridge --http: stray requests are refused without starting anythi
     const post = (body: unknown, headers: Record<string, string> = {}) =>
       fetch(http.url, {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...headers,
+        },
         body: JSON.stringify(body),
       });
     const list = await post({ jsonrpc: "2.0", id: 1, method: "tools/list" });

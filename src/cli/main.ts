@@ -11,6 +11,7 @@ import { runExec } from "./exec.ts";
 import { runFs, runInfo } from "./fs_cmd.ts";
 import { runResponsesProxy } from "./responses_proxy_cmd.ts";
 import { runMcpBridge } from "./mcp_bridge_cmd.ts";
+import { runMcp } from "./mcp_cmd.ts";
 import { runStdioToUds } from "./stdio_to_uds_cmd.ts";
 
 /** Top-level help. */
@@ -24,6 +25,7 @@ Commands:
   exec             run a program on an exec-server (stdout/stderr here, stdin forwarded)
   fs               ls, cat, put, get, stat, rm, mkdir on an exec-server
   info             print an exec-server's environment/info
+  mcp              this machine (or an exec-server's environment) as MCP tools
   mcp-bridge       run an MCP stdio server (here or on an exec-server) for MCP clients
   responses-proxy  loopback Responses API proxy that adds the API key read from stdin
   stdio-to-uds     relay stdio to a Unix domain socket
@@ -50,6 +52,7 @@ const COMMANDS: Record<string, Command> = {
   info: runInfo,
   "responses-proxy": runResponsesProxy,
   "mcp-bridge": runMcpBridge,
+  mcp: runMcp,
   "stdio-to-uds": runStdioToUds,
 };
 

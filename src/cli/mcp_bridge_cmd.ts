@@ -10,7 +10,7 @@ import type { ExecServerClient } from "../client/client.ts";
 import { createLogger, type LogLevel } from "../log/logger.ts";
 import { serveMcpBridgeHttp, serveMcpBridgeStdio } from "../mcp/bridge_server.ts";
 import type { McpEnvVar, McpServerSpec } from "../mcp/server_spec.ts";
-import { CONNECTION_FLAGS, connectFromFlags } from "./client_args.ts";
+import { connectFromFlags, CONNECTION_FLAGS } from "./client_args.ts";
 import { onTerminationSignal, parseDuration, parsePositiveInt, UsageError } from "./common.ts";
 
 /** Help text. */

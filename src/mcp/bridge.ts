@@ -68,7 +68,9 @@ export async function bridgeMcp(
     const id = field(message, "id") as Id | undefined;
     const method = field(message, "method");
     if (typeof method === "string" && id !== undefined) {
-      const params = field(message, "params") as { _meta?: { progressToken?: unknown } } | undefined;
+      const params = field(message, "params") as
+        | { _meta?: { progressToken?: unknown } }
+        | undefined;
       const token = params?._meta?.progressToken;
       open.set(id, token);
       if (token !== undefined) progress.set(token, id);

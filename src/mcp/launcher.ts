@@ -9,7 +9,7 @@ import type { ExecServerClient } from "../client/client.ts";
 import type { Logger } from "../log/logger.ts";
 import { spawnLocalMcpChild } from "./local_child.ts";
 import { spawnRemoteMcpChild } from "./remote_child.ts";
-import type { Transport } from "./sdk.ts";
+import type { McpTransport } from "./transport.ts";
 import { type McpServerSpec, validateMcpServerName } from "./server_spec.ts";
 import { childMcpTransport } from "./stdio_transport.ts";
 
@@ -29,7 +29,7 @@ export interface LaunchMcpOptions {
 export async function launchMcpServer(
   spec: McpServerSpec,
   options: LaunchMcpOptions = {},
-): Promise<Transport> {
+): Promise<McpTransport> {
   validateMcpServerName(spec.name);
   const where = options.fallbackCwd !== undefined ? { fallbackCwd: options.fallbackCwd } : {};
   const child = options.client

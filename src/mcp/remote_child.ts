@@ -34,7 +34,9 @@ export async function spawnRemoteMcpChild(
   const cwd = spec.cwd ?? options.fallbackCwd;
   if (cwd === undefined) throw new Error("executor stdio server requires an explicit cwd");
   if (!cwd.startsWith("/") && !cwd.startsWith("file:")) {
-    throw new Error(`remote stdio MCP server \`${spec.name}\` requires an absolute cwd, got \`${cwd}\``);
+    throw new Error(
+      `remote stdio MCP server \`${spec.name}\` requires an absolute cwd, got \`${cwd}\``,
+    );
   }
   const { env, envPolicy } = remoteMcpEnv(spec, options.hostEnv);
   const process = await client.spawn([spec.command, ...(spec.args ?? [])], {

@@ -1,0 +1,108 @@
+/**
+ * `exec-server mcp`: this machine (or a remote exec-server) as MCP tools.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { connect, type ExecServerClient } from "../client/client.ts";
+import { inProcessTransport } from "../client/in_process.ts";
+import { createLogger, type LogLevel } from "../log/logger.ts";
+import { serveExecToolsHttp, serveExecToolsStdio } from "../mcp/tool_serve.ts";
+import { ExecServer } from "../server/exec_server.ts";
+import { CONNECTION_FLAGS, connectOptions } from "./client_args.ts";
+import { onTerminationSignal, parseDuration, parsePositiveInt, UsageError } from "./common.ts";
+
+/** Help text. */
+export const MCP_USAGE = `Usage: exec-server mcp [OPTIONS]
+
+An MCP server (stdio, or Streamable HTTP with --http) whose tools run
+commands and work with files: exec_command, write_stdin, terminate_process,
+read_text_file, write_file, edit_file, create_directory, list_directory,
+search_files, get_file_info, move_file (and list_allowed_directories with
+--root). By default the tools act on this machine through an in-process
+exec-server; with --url or --stdio, on that exec-server's environment.
+
+Backing (default: this machine):
+  --url <ws://HOST:PORT>       a WebSocket exec-server
+  --token-file <PATH>          bearer token for --url (absolute path)
+  --stdio <"CMD ARGS">         an exec-server spawned with this command
+
+Options:
+  --root <DIR>                 confine file tools and command cwds to DIR (repeatable;
+                               commands themselves are not sandboxed)
+  --http <PORT>                Streamable HTTP on http://HOST:PORT/mcp instead of stdio
+  --host <HOST>                interface for --http (default 127.0.0.1)
+  --idle-timeout <DURATION>    close an idle HTTP session and its commands (default 10m)
+  --log-level <LEVEL>          diagnostics on stderr (default warn)
+
+Example (Claude Desktop, Codex, any MCP client):
+  {"command": "exec-server", "args": ["mcp", "--root", "/home/me/project"]}
+`;
+
+/** Runs `mcp`; returns the exit status. */
+export async function runMcp(args: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      options: {
+        ...CONNECTION_FLAGS,
+        root: { type: "string", multiple: true },
+        http: { type: "string" },
+        host: { type: "string" },
+        "idle-timeout": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  const flags = parsed.values;
+  if (flags.help) {
+    console.log(MCP_USAGE);
+    return 0;
+  }
+  const roots = flags.root ?? [];
+  for (const root of roots) {
+    if (!root.startsWith("/")) throw new UsageError(`--root must be absolute, got ${root}`, 2);
+  }
+  const logger = createLogger({ level: (flags["log-level"] ?? "warn") as LogLevel });
+  let local: ExecServer | null = null;
+  let client: ExecServerClient;
+  if (flags.url !== undefined || flags.stdio !== undefined) {
+    client = await connect(connectOptions(flags));
+  } else {
+    const server = local = new ExecServer({ logger });
+    client = await connect({
+      transport: inProcessTransport((c) => server.serve(c, "terminate")),
+      clientName: "exec-server-mcp",
+      logger,
+    });
+  }
+  try {
+    if (flags.http === undefined) {
+      await serveExecToolsStdio(client, { roots, logger });
+      return 0;
+    }
+    const http = await serveExecToolsHttp(client, {
+      roots,
+      logger,
+      port: flags.http === "0" ? 0 : parsePositiveInt("http", flags.http),
+      ...(flags.host !== undefined ? { hostname: flags.host } : {}),
+      ...(flags["idle-timeout"] !== undefined
+        ? { idleTimeoutMs: parseDuration("idle-timeout", flags["idle-timeout"]) }
+        : {}),
+    });
+    console.error(`exec-server mcp listening on ${http.url}`);
+    const stop = Promise.withResolvers<void>();
+    const removeSignals = onTerminationSignal(() => stop.resolve());
+    await stop.promise;
+    removeSignals();
+    await http.close();
+    return 0;
+  } finally {
+    await client.close();
+    await local?.close();
+  }
+}
