@@ -1,0 +1,119 @@
+/**
+ * Host names and IP literals as the policy sees them: normalisation,
+ * loopback detection, and the non-public address ranges (the "local"
+ * targets that need `allow_local_binding`).
+ *
+ * @module
+ */
+
+import { isIPv4, isIPv6 } from "node:net";
+
+/**
+ * Normalises a host for policy decisions: trims; takes the inside of
+ * `[...]`; drops a `:port` when there is exactly one colon (unbracketed IPv6
+ * is left alone); lower-cases; strips trailing dots; writes IPv6 zone ids
+ * `%25x` as `%x`.
+ */
+export function normalizeHost(input: string): string {
+  let host = input.trim();
+  if (host.startsWith("[")) {
+    const end = host.indexOf("]");
+    host = end === -1 ? host.slice(1) : host.slice(1, end);
+  } else if (host.split(":").length === 2) {
+    host = host.slice(0, host.indexOf(":"));
+  }
+  host = host.toLowerCase().replace(/\.+$/, "");
+  const zone = host.indexOf("%25");
+  if (zone !== -1 && isIPv6(host.slice(0, zone))) {
+    host = host.slice(0, zone) + "%" + host.slice(zone + 3);
+  }
+  return host;
+}
+
+/** The host without an IPv6 zone id (`fe80::1%lo0` → `fe80::1`). */
+export function unscoped(host: string): string {
+  const at = host.indexOf("%");
+  return at !== -1 && isIPv6(host.slice(0, at)) ? host.slice(0, at) : host;
+}
+
+/** True for an IPv4 or IPv6 literal (zone ids allowed). */
+export function isIpLiteral(host: string): boolean {
+  const h = unscoped(host);
+  return isIPv4(h) || isIPv6(h);
+}
+
+/** `localhost` (any case, trailing dot) or a loopback IP literal. */
+export function isLoopbackHost(input: string): boolean {
+  const host = normalizeHost(input);
+  if (host === "localhost") return true;
+  const bytes = ipBytes(unscoped(host));
+  if (!bytes) return false;
+  if (bytes.length === 4) return bytes[0] === 127;
+  const v4 = mappedV4(bytes);
+  if (v4) return v4[0] === 127;
+  return bytes.every((b, i) => (i === 15 ? b === 1 : b === 0));
+}
+
+/** Parses an IP literal to 4 or 16 bytes; `null` if it is not one. */
+export function ipBytes(ip: string): Uint8Array | null {
+  if (isIPv4(ip)) return new Uint8Array(ip.split(".").map(Number));
+  if (!isIPv6(ip)) return null;
+  let text = ip;
+  const tail: number[] = [];
+  const lastColon = text.lastIndexOf(":");
+  if (text.slice(lastColon + 1).includes(".")) {
+    tail.push(...text.slice(lastColon + 1).split(".").map(Number));
+    text = text.slice(0, lastColon + 1) + "0:0";
+  }
+  const [head, rest] = text.includes("::") ? text.split("::") as [string, string] : [text, null];
+  const words = (s: string) => (s === "" ? [] : s.split(":").map((w) => parseInt(w, 16)));
+  const left = words(head);
+  const right = rest === null ? [] : words(rest);
+  const fill = rest === null ? [] : new Array(8 - left.length - right.length).fill(0);
+  const all = [...left, ...fill, ...right];
+  const out = new Uint8Array(16);
+  all.forEach((w, i) => {
+    out[i * 2] = w >> 8;
+    out[i * 2 + 1] = w & 0xff;
+  });
+  if (tail.length === 4) out.set(tail, 12);
+  return out;
+}
+
+function mappedV4(bytes: Uint8Array): Uint8Array | null {
+  if (bytes.length !== 16) return null;
+  for (let i = 0; i < 10; i++) if (bytes[i] !== 0) return null;
+  return bytes[10] === 0xff && bytes[11] === 0xff ? bytes.subarray(12) : null;
+}
+
+function v4NonPublic([a, b, c]: Uint8Array): boolean {
+  return a === 0 || a === 10 || a === 127 || (a === 169 && b === 254) ||
+    (a === 172 && b! >= 16 && b! <= 31) || (a === 192 && b === 168) ||
+    (a === 100 && b! >= 64 && b! <= 127) || (a === 192 && b === 0 && c === 0) ||
+    (a === 192 && b === 0 && c === 2) || (a === 198 && b === 51 && c === 100) ||
+    (a === 203 && b === 0 && c === 113) || (a === 198 && (b === 18 || b === 19)) ||
+    a! >= 224; // multicast 224/4, reserved 240/4, broadcast
+}
+
+/**
+ * True when `ip` is not a public address: loopback, private, link-local,
+ * unspecified, multicast, broadcast, 0/8, CGNAT, 192.0.0/24, TEST-NETs,
+ * benchmarking, reserved; IPv6 `::1`, `::`, multicast, fc00::/7, fe80::/10,
+ * and IPv4-mapped addresses by their IPv4 part. Non-literals are `false`.
+ */
+export function isNonPublicIp(ip: string): boolean {
+  const bytes = ipBytes(unscoped(ip));
+  if (!bytes) return false;
+  if (bytes.length === 4) return v4NonPublic(bytes);
+  const v4 = mappedV4(bytes);
+  if (v4) return v4NonPublic(v4);
+  const zero = bytes.subarray(0, 15).every((b) => b === 0);
+  if (zero && (bytes[15] === 0 || bytes[15] === 1)) return true;
+  return bytes[0] === 0xff || (bytes[0]! & 0xfe) === 0xfc ||
+    (bytes[0] === 0xfe && (bytes[1]! & 0xc0) === 0x80);
+}
+
+/** `host:port`, IPv6 in brackets. */
+export function formatHostPort(host: string, port: number): string {
+  return `${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
