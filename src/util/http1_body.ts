@@ -21,14 +21,49 @@ export class HttpBodyError extends Error {
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
+/** What {@linkcode ByteSource} reads from: a stream reader or anything shaped like one. */
+export interface ChunkReader {
+  /** The next chunk. */
+  read(): Promise<ReadableStreamReadResult<Uint8Array>>;
+  /** Stops reading. */
+  cancel(reason?: unknown): Promise<void>;
+}
+
+/**
+ * A {@linkcode ChunkReader} over `conn.read()` (not `conn.readable`, whose end
+ * closes the whole connection — a half-closed peer could no longer be
+ * written to). Each chunk is a fresh buffer.
+ */
+export function connReader(conn: Deno.Conn, chunkBytes = 64 * 1024): ChunkReader {
+  return {
+    async read() {
+      const buffer = new Uint8Array(chunkBytes);
+      const n = await conn.read(buffer);
+      return n === null
+        ? { done: true, value: undefined }
+        : { done: false, value: buffer.subarray(0, n) };
+    },
+    cancel() {
+      return Promise.resolve();
+    },
+  };
+}
+
 /** Reads bytes from a stream with a one-chunk push-back buffer. */
 export class ByteSource {
-  #reader: ReadableStreamDefaultReader<Uint8Array>;
+  #reader: ChunkReader;
   #pending: Uint8Array | null = null;
 
   /** Reads from `reader`. */
-  constructor(reader: ReadableStreamDefaultReader<Uint8Array>) {
+  constructor(reader: ChunkReader) {
     this.#reader = reader;
+  }
+
+  /** Takes the pushed-back bytes (read past a head), if any. */
+  takePending(): Uint8Array | null {
+    const p = this.#pending;
+    this.#pending = null;
+    return p;
   }
 
   /** The next bytes (null at EOF). */

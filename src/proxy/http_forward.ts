@@ -1,0 +1,223 @@
+/**
+ * Forwarding one HTTP request upstream — plain requests from the HTTP
+ * listener and decrypted requests inside an intercepted tunnel — with
+ * hop-by-hop headers removed both ways, the body streamed up while the
+ * response is read (so `expect: 100-continue` works), informational
+ * responses passed back, and the response body streamed down.
+ *
+ * @module
+ */
+
+import {
+  bodyStream,
+  ByteSource,
+  connReader,
+  encodeChunk,
+  LAST_CHUNK,
+  responseFraming,
+} from "../util/http1_body.ts";
+import { writeAll } from "./conn_io.ts";
+import {
+  dialDirect,
+  dialProxy,
+  dialViaProxy,
+  pickUpstream,
+  proxyAuthorization,
+  type UpstreamProxies,
+} from "./connector.ts";
+import type { ExchangeControls, ProxyRequest, ProxyResponse } from "./http_exchange.ts";
+import type { NetworkProxyState } from "./state.ts";
+
+/** Where a request goes. */
+export interface ForwardTarget {
+  /** `http` or `https`. */
+  readonly scheme: "http" | "https";
+  /** Host (IPv6 without brackets). */
+  readonly host: string;
+  /** Port. */
+  readonly port: number;
+  /** Origin-form target (`/path?query`). */
+  readonly path: string;
+}
+
+/** What forwarding needs. */
+export interface ForwardContext {
+  /** The live policy (resolver, local-binding rule). */
+  readonly state: NetworkProxyState;
+  /** Upstream proxies from the environment. */
+  readonly upstreams: UpstreamProxies;
+  /** Trust for https upstreams (added to the system roots). */
+  readonly caCerts?: string[];
+}
+
+const HOP_BY_HOP = [
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "te",
+];
+
+/**
+ * Removes hop-by-hop fields: everything named in `Connection`, then
+ * Connection, Keep-Alive, Proxy-Connection, Proxy-Authorization, Trailer,
+ * Transfer-Encoding, Upgrade, TE. Host and X-Forwarded-For stay.
+ */
+export function stripHopByHop(
+  headers: ReadonlyArray<readonly [string, string]>,
+): Array<[string, string]> {
+  const named = new Set(HOP_BY_HOP);
+  for (const [n, v] of headers) {
+    if (n.toLowerCase() === "connection") {
+      for (const t of v.split(",")) named.add(t.trim().toLowerCase());
+    }
+  }
+  return headers.filter(([n]) => !named.has(n.toLowerCase())).map(([n, v]) => [n, v]);
+}
+
+const encoder = new TextEncoder();
+
+/** The upstream is unreachable or broke the exchange. */
+export class UpstreamError extends Error {
+  /** Creates the error. */
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "UpstreamError";
+  }
+}
+
+async function open(
+  ctx: ForwardContext,
+  target: ForwardTarget,
+): Promise<{ conn: Deno.Conn; absolute: boolean }> {
+  const config = ctx.state.config;
+  const proxy = config.allow_upstream_proxy
+    ? pickUpstream(ctx.upstreams, target.scheme === "https")
+    : null;
+  const tls = (conn: Deno.Conn) =>
+    Deno.startTls(conn as Deno.TcpConn, {
+      hostname: target.host,
+      ...(ctx.caCerts ? { caCerts: ctx.caCerts } : {}),
+    });
+  if (proxy && target.scheme === "http") return { conn: await dialProxy(proxy), absolute: true };
+  if (proxy) {
+    const { conn, leftover } = await dialViaProxy(proxy, target.host, target.port);
+    if (leftover?.length) {
+      conn.close();
+      throw new UpstreamError("upstream proxy sent data before the TLS handshake");
+    }
+    return { conn: await tls(conn), absolute: false };
+  }
+  const conn = await dialDirect(ctx.state, target.host, target.port);
+  return { conn: target.scheme === "https" ? await tls(conn) : conn, absolute: false };
+}
+
+function authority(target: ForwardTarget): string {
+  const host = target.host.includes(":") ? `[${target.host}]` : target.host;
+  const dflt = target.scheme === "https" ? 443 : 80;
+  return target.port === dflt ? host : `${host}:${target.port}`;
+}
+
+/**
+ * Sends `request` to `target` and returns the response to relay. Dial
+ * failures throw (a `PolicyDialError` for refused local targets, else
+ * {@linkcode UpstreamError}).
+ */
+export async function forwardHttp(
+  ctx: ForwardContext,
+  request: ProxyRequest,
+  target: ForwardTarget,
+  controls: ExchangeControls,
+  headers: ReadonlyArray<readonly [string, string]> = stripHopByHop(request.rawHeaders),
+): Promise<ProxyResponse> {
+  const { conn, absolute } = await open(ctx, target);
+  const close = () => {
+    try {
+      conn.close();
+    } catch { /* closed */ }
+  };
+  const chunked = request.headers.get("transfer-encoding")?.toLowerCase().includes("chunked") ??
+    false;
+  const proxyUrl = absolute ? pickUpstream(ctx.upstreams, false) : null;
+  const requestTarget = absolute
+    ? `${target.scheme}://${authority(target)}${target.path}`
+    : target.path;
+  let text = `${request.method} ${requestTarget} HTTP/1.1\r\n`;
+  let hasHost = false;
+  for (const [n, v] of headers) {
+    if (n.toLowerCase() === "host") hasHost = true;
+    text += `${n}: ${v}\r\n`;
+  }
+  if (!hasHost) text += `host: ${authority(target)}\r\n`;
+  if (chunked) text += "transfer-encoding: chunked\r\n";
+  const auth = proxyUrl ? proxyAuthorization(proxyUrl) : null;
+  if (auth) text += `proxy-authorization: ${auth}\r\n`;
+  text += "connection: close\r\n\r\n";
+
+  const bodyDone = Promise.withResolvers<boolean>();
+  const sendBody = (async () => {
+    await writeAll(conn, encoder.encode(text));
+    const reader = request.body.getReader();
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        if (value.length) await writeAll(conn, chunked ? encodeChunk(value) : value);
+      }
+      if (chunked) await writeAll(conn, LAST_CHUNK);
+      bodyDone.resolve(true);
+    } catch (error) {
+      bodyDone.resolve(false);
+      throw error;
+    } finally {
+      reader.releaseLock();
+    }
+  })();
+  sendBody.catch(() => {});
+
+  const source = new ByteSource(connReader(conn));
+  try {
+    for (;;) {
+      const parsed = await Promise.race([
+        source.head(),
+        // A failed upload ends the exchange unless a response is already on its way.
+        sendBody.then(() => new Promise<never>(() => {}), (error) => Promise.reject(error)),
+      ]);
+      if (parsed === null) throw new UpstreamError("upstream closed before answering");
+      const status = Number(parsed.startLine[1]);
+      if (!/^HTTP\/1\.[01]$/.test(parsed.startLine[0]) || !Number.isInteger(status)) {
+        throw new UpstreamError("invalid upstream status line");
+      }
+      const responseHeaders = stripHopByHop(parsed.rawHeaders);
+      if (status >= 100 && status < 200 && status !== 101) {
+        await controls.informational(status, parsed.startLine[2], responseHeaders);
+        continue;
+      }
+      const framing = responseFraming(request.method, status, parsed.rawHeaders);
+      const base = {
+        status,
+        reason: parsed.startLine[2],
+        headers: responseHeaders,
+        requestDone: bodyDone.promise,
+      };
+      if (framing.kind === "none") {
+        close();
+        const noBody = request.method === "HEAD" || status === 204 || status === 304;
+        return noBody ? { ...base, noBody: true } : { ...base, body: new Uint8Array(0) };
+      }
+      return {
+        ...base,
+        body: bodyStream(source, framing, close),
+        ...(framing.kind === "length" ? { contentLength: framing.remaining } : {}),
+      };
+    }
+  } catch (error) {
+    close();
+    throw error instanceof UpstreamError
+      ? error
+      : new UpstreamError((error as Error).message, { cause: error });
+  }
+}

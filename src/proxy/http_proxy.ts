@@ -1,0 +1,438 @@
+/**
+ * The HTTP/1.1 proxy listener: absolute-form and origin-form (Host) requests
+ * forwarded after the policy checks, in the reference's order, and CONNECT
+ * tunnels — opaque, or intercepted when the mode or hooks require it.
+ *
+ * Deliberate differences from the reference: a CONNECT is answered `200`
+ * only after the upstream connection is open, so an unreachable target is a
+ * `502` (and a refused local address a `403`) instead of a silently closed
+ * tunnel; a dial refused by the connect-time policy check is reported as a
+ * `403 blocked-by-allowlist` (`not_allowed_local`) instead of a `502`.
+ *
+ * @module
+ */
+
+import type { Logger } from "../log/logger.ts";
+import { ByteSource, connReader } from "../util/http1_body.ts";
+import { relay, writeAll } from "./conn_io.ts";
+import {
+  dialDirect,
+  dialViaProxy,
+  pickUpstream,
+  PolicyDialError,
+  type UpstreamProxies,
+} from "./connector.ts";
+import type { BlockReason, DecisionSource } from "./decision.ts";
+import { normalizeHost } from "./host.ts";
+import {
+  type ExchangeControls,
+  type ProxyRequest,
+  type ProxyResponse,
+  serveHttpExchanges,
+  textResponse,
+} from "./http_exchange.ts";
+import { forwardHttp, type ForwardTarget } from "./http_forward.ts";
+import { methodAllowed } from "./policy.ts";
+import { blockedJson, blockedMessage, proxyErrorHeader } from "./responses.ts";
+import type { NetworkProxyState } from "./state.ts";
+
+/** Intercepts a tunnel (TLS termination and the inner request pipeline). */
+export interface TunnelInterceptor {
+  /** Takes over `client` for a tunnel to `host:port`; resolves when it is done. */
+  intercept(
+    client: Deno.Conn,
+    leftover: Uint8Array | null,
+    host: string,
+    port: number,
+    clientAddr: string,
+  ): Promise<void>;
+}
+
+/** What the listeners share. */
+export interface ListenerContext {
+  /** The live policy. */
+  readonly state: NetworkProxyState;
+  /** Upstream proxies from the environment. */
+  readonly upstreams: UpstreamProxies;
+  /** TLS interception (present when `mitm` is on). */
+  readonly mitm: TunnelInterceptor | null;
+  /** Diagnostics. */
+  readonly logger: Logger;
+  /** Extra trust for https upstreams. */
+  readonly caCerts?: string[];
+}
+
+interface Blocked {
+  readonly host: string;
+  readonly port?: number;
+  readonly reason: BlockReason | string;
+  readonly source: DecisionSource;
+  readonly decision: "deny" | "ask";
+}
+
+function addrText(addr: Deno.Addr): string {
+  const a = addr as Deno.NetAddr;
+  return a.hostname.includes(":") ? `[${a.hostname}]:${a.port}` : `${a.hostname}:${a.port}`;
+}
+
+/** Parses an authority `host:port` (IPv6 bracketed); `null` when it is not one. */
+export function parseAuthority(
+  text: string,
+  defaultPort: number | null,
+): { host: string; port: number } | null {
+  const m = /^(\[[^\]]*\]|[^:[\]]*)(?::(\d{1,5}))?$/.exec(text.trim());
+  if (!m) return null;
+  const host = m[1]!.replace(/^\[(.*)\]$/, "$1");
+  const port = m[2] !== undefined ? Number(m[2]) : defaultPort;
+  if (port === null || port < 1 || port > 65535) return null;
+  return { host, port };
+}
+
+/**
+ * Checks an absolute-form request's Host header: same host, and the same
+ * port (or none, with the scheme's default port in the URI).
+ */
+export function validateAbsoluteHost(
+  url: URL,
+  hostHeader: string | null,
+): "ok" | "mismatch" | "invalid" {
+  if (hostHeader === null) return "ok";
+  const m = /^(\[[^\]]*\]|[^:[\]]+)(?::(\d{1,5}))?$/.exec(hostHeader.trim());
+  if (!m) return "invalid";
+  const host = m[1]!.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+  const urlHost = url.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+  if (host !== urlHost) return "mismatch";
+  const dflt = url.protocol === "https:" ? "443" : "80";
+  const urlPort = url.port || dflt;
+  if (m[2] !== undefined) return m[2] === urlPort ? "ok" : "mismatch";
+  return urlPort === dflt ? "ok" : "mismatch";
+}
+
+/** Serves one client connection of the HTTP listener. */
+export async function handleHttpProxyConnection(
+  ctx: ListenerContext,
+  conn: Deno.Conn,
+): Promise<void> {
+  const client = addrText(conn.remoteAddr);
+  const source = new ByteSource(connReader(conn));
+  const { state } = ctx;
+
+  const block = async (
+    b: Blocked,
+    method: string,
+    protocol: string,
+    policyProtocol: string,
+    json: boolean,
+  ) => {
+    await state.recordBlocked({
+      host: b.host,
+      reason: b.reason,
+      client,
+      method,
+      protocol,
+      decision: b.decision,
+      source: b.source,
+      ...(b.port !== undefined ? { port: b.port } : {}),
+    });
+    const headers: Array<[string, string]> = [["x-proxy-error", proxyErrorHeader(b.reason)]];
+    if (json) {
+      return textResponse(
+        403,
+        blockedJson({
+          host: normalizeHost(b.host),
+          reason: b.reason,
+          decision: b.decision,
+          source: b.source,
+          protocol: policyProtocol,
+          port: b.port,
+        }),
+        headers,
+        "application/json",
+      );
+    }
+    return textResponse(403, blockedMessage(b.reason), headers);
+  };
+
+  const guard = (
+    host: string,
+    port: number,
+    method: string,
+    protocol: string,
+    reason: BlockReason,
+  ) => {
+    state.audit({
+      scope: "non_domain",
+      decision: "deny",
+      source: reason === "proxy_disabled" ? "proxy_state" : "mode_guard",
+      reason,
+      protocol,
+      host,
+      port,
+      method,
+      client,
+    });
+  };
+
+  const plain = async (
+    request: ProxyRequest,
+    controls: ExchangeControls,
+  ): Promise<ProxyResponse> => {
+    const config = state.config;
+    const method = request.method;
+    const allowedMethod = methodAllowed(config.mode, method);
+    if (request.headers.has("x-unix-socket")) {
+      if (!config.enabled) return textResponse(503, "network proxy is disabled");
+      if (!allowedMethod) {
+        guard("unix-socket", 0, method, "http", "method_not_allowed");
+        return textResponse(
+          403,
+          JSON.stringify({ status: "blocked", host: "unix-socket", reason: "method_not_allowed" }),
+          [["x-proxy-error", "blocked-by-method-policy"]],
+          "application/json",
+        );
+      }
+      guard("unix-socket", 0, method, "http", "unix_socket_unsupported");
+      return textResponse(501, "unix sockets unsupported");
+    }
+    let target: ForwardTarget;
+    if (/^https?:\/\//i.test(request.target)) {
+      let url: URL;
+      try {
+        url = new URL(request.target);
+      } catch {
+        return textResponse(400, "missing host");
+      }
+      const check = validateAbsoluteHost(url, request.headers.get("host"));
+      if (check === "invalid") return textResponse(400, "invalid Host header");
+      if (check === "mismatch") {
+        return textResponse(400, "Host header does not match request target");
+      }
+      const scheme = url.protocol === "https:" ? "https" : "http";
+      target = {
+        scheme,
+        host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+        port: Number(url.port || (scheme === "https" ? 443 : 80)),
+        path: `${url.pathname}${url.search}`,
+      };
+    } else {
+      const hostHeader = request.headers.get("host");
+      const parsed = hostHeader ? parseAuthority(hostHeader, 80) : null;
+      if (!parsed || parsed.host === "" || !request.target.startsWith("/")) {
+        return textResponse(400, "missing host");
+      }
+      target = { scheme: "http", host: parsed.host, port: parsed.port, path: request.target };
+    }
+    if (!config.enabled) {
+      guard(target.host, target.port, method, "http", "proxy_disabled");
+      await state.recordBlocked({
+        host: target.host,
+        reason: "proxy_disabled",
+        client,
+        method,
+        protocol: "http",
+        port: target.port,
+      });
+      return textResponse(503, "network proxy is disabled");
+    }
+    const host = normalizeHost(target.host);
+    const decision = await state.evaluateHostPolicy({
+      protocol: "http",
+      host,
+      port: target.port,
+      method,
+      clientAddr: client,
+    });
+    if (!decision.allow) {
+      return await block(
+        {
+          host,
+          port: target.port,
+          reason: decision.reason,
+          source: decision.source,
+          decision: decision.decision,
+        },
+        method,
+        "http",
+        "http",
+        true,
+      );
+    }
+    if (!allowedMethod) {
+      guard(host, target.port, method, "http", "method_not_allowed");
+      return await block(
+        {
+          host,
+          port: target.port,
+          reason: "method_not_allowed",
+          source: "mode_guard",
+          decision: "deny",
+        },
+        method,
+        "http",
+        "http",
+        true,
+      );
+    }
+    try {
+      return await forwardHttp(ctx, request, target, controls);
+    } catch (error) {
+      if (error instanceof PolicyDialError) {
+        return await block(
+          {
+            host,
+            port: target.port,
+            reason: "not_allowed_local",
+            source: "baseline_policy",
+            decision: "deny",
+          },
+          method,
+          "http",
+          "http",
+          true,
+        );
+      }
+      ctx.logger.debug("proxy.upstream_failed", { host, error: (error as Error).message });
+      return { ...textResponse(502, "upstream failure"), close: true };
+    }
+  };
+
+  const respond = async (response: ProxyResponse) => {
+    const body = response.body instanceof Uint8Array ? response.body : new Uint8Array(0);
+    let text = `HTTP/1.1 ${response.status} ${
+      response.status === 200
+        ? "Connection established"
+        : response.status === 403
+        ? "Forbidden"
+        : response.status === 502
+        ? "Bad Gateway"
+        : response.status === 503
+        ? "Service Unavailable"
+        : "Bad Request"
+    }\r\n`;
+    for (const [n, v] of response.headers) text += `${n}: ${v}\r\n`;
+    text += `content-length: ${body.length}\r\n`;
+    if (response.status !== 200) text += "connection: close\r\n";
+    const head = new TextEncoder().encode(text + "\r\n");
+    const all = new Uint8Array(head.length + body.length);
+    all.set(head);
+    all.set(body, head.length);
+    await writeAll(conn, all);
+  };
+
+  const connect = async (request: ProxyRequest): Promise<void> => {
+    const authority = parseAuthority(request.target, null);
+    if (!authority) return await respond(textResponse(400, "missing authority"));
+    const host = normalizeHost(authority.host);
+    if (host === "") return await respond(textResponse(400, "invalid host"));
+    const port = authority.port;
+    const config = state.config;
+    if (!config.enabled) {
+      guard(host, port, "CONNECT", "https_connect", "proxy_disabled");
+      await state.recordBlocked({
+        host,
+        reason: "proxy_disabled",
+        client,
+        method: "CONNECT",
+        protocol: "https_connect",
+        port,
+      });
+      return await respond(textResponse(503, "network proxy is disabled"));
+    }
+    const decision = await state.evaluateHostPolicy({
+      protocol: "https_connect",
+      host,
+      port,
+      method: "CONNECT",
+      clientAddr: client,
+    });
+    if (!decision.allow) {
+      return await respond(
+        await block(
+          {
+            host,
+            port,
+            reason: decision.reason,
+            source: decision.source,
+            decision: decision.decision,
+          },
+          "CONNECT",
+          "http-connect",
+          "https_connect",
+          false,
+        ),
+      );
+    }
+    const intercept = config.mode === "limited" || state.current.hooks.has(host);
+    if (intercept && (!config.mitm || !ctx.mitm)) {
+      guard(host, port, "CONNECT", "https_connect", "mitm_required");
+      return await respond(
+        await block(
+          { host, port, reason: "mitm_required", source: "mode_guard", decision: "deny" },
+          "CONNECT",
+          "http-connect",
+          "https_connect",
+          false,
+        ),
+      );
+    }
+    const leftover = source.takePending();
+    if (intercept) {
+      await respond({ status: 200, headers: [] });
+      return await ctx.mitm!.intercept(conn, leftover, host, port, client);
+    }
+    let upstream: Deno.Conn;
+    let upstreamLeftover: Uint8Array | null = null;
+    try {
+      const proxy = config.allow_upstream_proxy ? pickUpstream(ctx.upstreams, true) : null;
+      if (proxy) {
+        ({ conn: upstream, leftover: upstreamLeftover } = await dialViaProxy(
+          proxy,
+          authority.host,
+          port,
+        ));
+      } else upstream = await dialDirect(state, authority.host, port);
+    } catch (error) {
+      if (error instanceof PolicyDialError) {
+        return await respond(
+          await block(
+            {
+              host,
+              port,
+              reason: "not_allowed_local",
+              source: "baseline_policy",
+              decision: "deny",
+            },
+            "CONNECT",
+            "http-connect",
+            "https_connect",
+            false,
+          ),
+        );
+      }
+      ctx.logger.debug("proxy.connect_failed", { host, port, error: (error as Error).message });
+      return await respond(textResponse(502, "upstream failure"));
+    }
+    await respond({ status: 200, headers: [] });
+    if (upstreamLeftover?.length) await writeAll(conn, upstreamLeftover);
+    await relay(conn, upstream, { toUpstream: leftover });
+  };
+
+  try {
+    await serveHttpExchanges(source, conn, async (request, controls) => {
+      if (request.method === "CONNECT") {
+        await connect(request);
+        return "takeover";
+      }
+      return await plain(request, controls);
+    }, {
+      onBadRequest: (error) =>
+        ctx.logger.debug("proxy.bad_request", { client, error: (error as Error).message }),
+    });
+  } catch (error) {
+    ctx.logger.debug("proxy.connection_failed", { client, error: (error as Error).message });
+  } finally {
+    try {
+      conn.close();
+    } catch { /* closed */ }
+  }
+}

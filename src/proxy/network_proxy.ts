@@ -1,0 +1,220 @@
+/**
+ * The egress proxy as one object: the live policy, the HTTP and SOCKS5
+ * listeners (managed: fresh loopback ports reserved before any child
+ * starts; unmanaged: the configured, clamped addresses), TLS interception
+ * when configured, the environment for child processes, and shutdown.
+ *
+ * @module
+ */
+
+import { type Logger, nullLogger } from "../log/logger.ts";
+import { type NetworkProxyConfig, resolveRuntimeAddresses } from "./config.ts";
+import { upstreamProxiesFromEnv } from "./connector.ts";
+import { applyProxyEnv, type ManagedNetworkContext } from "./env.ts";
+import {
+  handleHttpProxyConnection,
+  type ListenerContext,
+  type TunnelInterceptor,
+} from "./http_proxy.ts";
+import { handleSocks5Connection } from "./socks5.ts";
+import { NetworkProxyState, type NetworkProxyStateOptions } from "./state.ts";
+
+/** Options of {@linkcode NetworkProxy.start}. */
+export interface NetworkProxyOptions extends NetworkProxyStateOptions {
+  /** Managed (default): ephemeral loopback ports; unmanaged: the configured addresses. */
+  readonly managed?: boolean;
+  /** Extra trust (PEM) for TLS upstreams. */
+  readonly caCerts?: string[];
+  /** Builds the TLS interceptor when `mitm` is on (see `createMitm`). */
+  readonly mitm?: (
+    state: NetworkProxyState,
+    ctx: Omit<ListenerContext, "mitm">,
+  ) => Promise<TunnelInterceptor & { trustBundlePath?: string | null; close?(): Promise<void> }>;
+}
+
+/** Addresses of a running proxy. */
+export interface NetworkProxyAddresses {
+  /** HTTP listener (`ip:port`), or `null` when disabled. */
+  readonly http: Deno.NetAddr | null;
+  /** SOCKS5 listener, or `null` when disabled. */
+  readonly socks: Deno.NetAddr | null;
+}
+
+/** See the module documentation. */
+export class NetworkProxy implements AsyncDisposable {
+  /** The live policy. */
+  readonly state: NetworkProxyState;
+  /** Where it listens. */
+  readonly addresses: NetworkProxyAddresses;
+  /** The trust bundle children should use (MITM on), else `null`. */
+  readonly trustBundlePath: string | null;
+  readonly #listeners: Deno.Listener[];
+  readonly #conns = new Set<Deno.Conn>();
+  readonly #tasks = new Set<Promise<void>>();
+  readonly #accepting: Promise<void>[] = [];
+  readonly #logger: Logger;
+  readonly #mitmClose: (() => Promise<void>) | null;
+  #closing: Promise<void> | null = null;
+
+  private constructor(
+    state: NetworkProxyState,
+    listeners: { http: Deno.Listener | null; socks: Deno.Listener | null },
+    ctx: ListenerContext,
+    trustBundlePath: string | null,
+    mitmClose: (() => Promise<void>) | null,
+  ) {
+    this.state = state;
+    this.#logger = ctx.logger;
+    this.trustBundlePath = trustBundlePath;
+    this.#mitmClose = mitmClose;
+    this.#listeners = [listeners.http, listeners.socks].filter((l): l is Deno.Listener =>
+      l !== null
+    );
+    this.addresses = {
+      http: (listeners.http?.addr as Deno.NetAddr | undefined) ?? null,
+      socks: (listeners.socks?.addr as Deno.NetAddr | undefined) ?? null,
+    };
+    if (listeners.http) {
+      this.#accepting.push(this.#accept(listeners.http, (c) => handleHttpProxyConnection(ctx, c)));
+    }
+    if (listeners.socks) {
+      this.#accepting.push(this.#accept(listeners.socks, (c) => handleSocks5Connection(ctx, c)));
+    }
+  }
+
+  /** Validates `config`, binds the listeners and starts serving. */
+  static async start(
+    config: NetworkProxyConfig,
+    options: NetworkProxyOptions = {},
+  ): Promise<NetworkProxy> {
+    const logger = options.logger ?? nullLogger;
+    const state = new NetworkProxyState(config, options);
+    const base = {
+      state,
+      upstreams: upstreamProxiesFromEnv(
+        options.env,
+        (m) => logger.warn("proxy.upstream_ignored", { message: m }),
+      ),
+      logger,
+      ...(options.caCerts ? { caCerts: options.caCerts } : {}),
+    };
+    if (!config.enabled) {
+      logger.warn("network.enabled is false; skipping proxy listeners");
+      return new NetworkProxy(
+        state,
+        { http: null, socks: null },
+        { ...base, mitm: null },
+        null,
+        null,
+      );
+    }
+    const runtime = resolveRuntimeAddresses(config);
+    for (const warning of runtime.warnings) logger.warn("proxy.listener_address", { warning });
+    if (config.unix_sockets || config.dangerously_allow_all_unix_sockets) {
+      logger.warn("proxy.unix_sockets_unsupported", {
+        message: "unix socket permissions are macOS-only; x-unix-socket requests get 501",
+      });
+    }
+    const managed = options.managed ?? true;
+    const bind = (addr: { host: string; port: number }) =>
+      Deno.listen({ hostname: managed ? "127.0.0.1" : addr.host, port: managed ? 0 : addr.port });
+    let mitm: Awaited<ReturnType<NonNullable<NetworkProxyOptions["mitm"]>>> | null = null;
+    if (config.mitm) {
+      if (!options.mitm) throw new Error("network.mitm is on but no interceptor was provided");
+      mitm = await options.mitm(state, base);
+    }
+    const http = bind(runtime.http);
+    let socks: Deno.Listener | null = null;
+    try {
+      if (config.enable_socks5) socks = bind(runtime.socks);
+    } catch (error) {
+      http.close();
+      throw error;
+    }
+    if (config.mode === "limited" && socks) {
+      logger.info(
+        "SOCKS5 UDP and non-HTTPS SOCKS5 TCP are blocked in limited mode; HTTPS SOCKS5 TCP requires MITM inspection",
+      );
+    }
+    return new NetworkProxy(
+      state,
+      { http, socks },
+      { ...base, mitm },
+      mitm?.trustBundlePath ?? null,
+      mitm?.close ? () => mitm!.close!() : null,
+    );
+  }
+
+  async #accept(
+    listener: Deno.Listener,
+    handle: (conn: Deno.Conn) => Promise<void>,
+  ): Promise<void> {
+    for (;;) {
+      let conn: Deno.Conn;
+      try {
+        conn = await listener.accept();
+      } catch {
+        return;
+      }
+      try {
+        (conn as Deno.TcpConn).setNoDelay(true);
+      } catch { /* not tcp */ }
+      this.#conns.add(conn);
+      const task = handle(conn).catch((error) =>
+        this.#logger.debug("proxy.connection_error", { error: (error as Error).message })
+      )
+        .finally(() => {
+          this.#conns.delete(conn);
+          this.#tasks.delete(task);
+        });
+      this.#tasks.add(task);
+    }
+  }
+
+  /** The environment for a child: proxy variables set (see `applyProxyEnv`). */
+  applyToEnv(env: Record<string, string>): Record<string, string> {
+    if (!this.addresses.http) return env;
+    return applyProxyEnv(env, {
+      http: this.addresses.http,
+      socks: this.addresses.socks,
+      allowLocalBinding: this.state.config.allow_local_binding,
+      trustBundlePath: this.trustBundlePath,
+    });
+  }
+
+  /** The sandbox context: listener ports and the local-binding flag. */
+  managedNetworkContext(): ManagedNetworkContext {
+    const ports = [this.addresses.http?.port, this.addresses.socks?.port].filter((p): p is number =>
+      p !== undefined
+    );
+    return {
+      loopbackPorts: [...new Set(ports)].sort((a, b) => a - b),
+      allowLocalBinding: this.state.config.allow_local_binding,
+    };
+  }
+
+  /** Stops listening, closes every connection and waits for them. */
+  shutdown(): Promise<void> {
+    this.#closing ??= (async () => {
+      for (const l of this.#listeners) {
+        try {
+          l.close();
+        } catch { /* closed */ }
+      }
+      await Promise.allSettled(this.#accepting);
+      for (const c of this.#conns) {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      }
+      await Promise.allSettled([...this.#tasks]);
+      await this.#mitmClose?.();
+    })();
+    return this.#closing;
+  }
+
+  /** Same as {@linkcode shutdown}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.shutdown();
+  }
+}
