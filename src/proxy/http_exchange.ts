@@ -11,7 +11,7 @@
 import { HttpHeadError } from "../util/http1.ts";
 import {
   bodyStream,
-  ByteSource,
+  type ByteSource,
   encodeChunk,
   LAST_CHUNK,
   requestFraming,
