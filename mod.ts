@@ -71,6 +71,63 @@ export { type RemoteFile, RemoteFs, type RemotePath } from "./src/client/fs.ts";
 export type { CommandTarget, OpenedTransport, StopTimings } from "./src/client/transports.ts";
 export { inProcessTransport } from "./src/client/in_process.ts";
 
+// Egress proxy
+export {
+  NetworkProxy,
+  type NetworkProxyAddresses,
+  type NetworkProxyOptions,
+} from "./src/proxy/network_proxy.ts";
+export { type ProxyFileOptions, startNetworkProxyFromFile } from "./src/proxy/start.ts";
+export {
+  defaultNetworkProxyConfig,
+  type InjectHeaderConfig,
+  type MitmHookConfig,
+  NetworkConfigError,
+  type NetworkMode,
+  type NetworkProxyConfig,
+  parseNetworkProxyConfig,
+  type Socks5AuthConfig,
+} from "./src/proxy/config.ts";
+export {
+  fileConfigSource,
+  loadNetworkProxyConfigFile,
+  parseNetworkProxyConfigText,
+} from "./src/proxy/config_file.ts";
+export {
+  ask,
+  type AuditMetadata,
+  type BlockedRequest,
+  type BlockReason,
+  type DecisionSource,
+  deny,
+  type NetworkDecider,
+  type NetworkDecision,
+  type NetworkPolicyRequest,
+  type PolicyDecisionEvent,
+  type PolicyDecisionInput,
+  type PolicyProtocol,
+} from "./src/proxy/decision.ts";
+export {
+  type ConfigSource,
+  NetworkProxyState,
+  type NetworkProxyStateOptions,
+} from "./src/proxy/state.ts";
+export type { ConfigState, HostResolver } from "./src/proxy/policy.ts";
+export type { DomainMatcher } from "./src/proxy/domain_pattern.ts";
+export type { HookActions, HookOutcome, HookRequest, MitmHooks } from "./src/proxy/mitm_hooks.ts";
+export {
+  applyProxyEnv,
+  CUSTOM_CA_ENV_KEYS,
+  type ManagedNetworkContext,
+  PROXY_ENV_KEYS,
+  type ProxyEnvTarget,
+  stripManagedProxyEnv,
+} from "./src/proxy/env.ts";
+export { createMitm, type Mitm, type MitmOptions } from "./src/proxy/mitm/interceptor.ts";
+export type { ListenerContext, TunnelInterceptor } from "./src/proxy/http_proxy.ts";
+export type { UpstreamProxies } from "./src/proxy/connector.ts";
+export type { ManagedNetworkEnv } from "./src/server/server_state.ts";
+
 // MCP
 export type { McpMessage, McpTransport } from "./src/mcp/transport.ts";
 export { type LaunchMcpOptions, launchMcpServer } from "./src/mcp/launcher.ts";

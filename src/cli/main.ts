@@ -12,6 +12,7 @@ import { runFs, runInfo } from "./fs_cmd.ts";
 import { runResponsesProxy } from "./responses_proxy_cmd.ts";
 import { runMcpBridge } from "./mcp_bridge_cmd.ts";
 import { runMcp } from "./mcp_cmd.ts";
+import { runProxy } from "./proxy_cmd.ts";
 import { runStdioToUds } from "./stdio_to_uds_cmd.ts";
 
 /** Top-level help. */
@@ -25,6 +26,7 @@ Commands:
   exec             run a program on an exec-server (stdout/stderr here, stdin forwarded)
   fs               ls, cat, put, get, stat, rm, mkdir on an exec-server
   info             print an exec-server's environment/info
+  proxy            egress policy proxy (HTTP + SOCKS5, domain policy, limited mode, MITM)
   mcp              this machine (or an exec-server's environment) as MCP tools
   mcp-bridge       run an MCP stdio server (here or on an exec-server) for MCP clients
   responses-proxy  loopback Responses API proxy that adds the API key read from stdin
@@ -53,6 +55,7 @@ const COMMANDS: Record<string, Command> = {
   "responses-proxy": runResponsesProxy,
   "mcp-bridge": runMcpBridge,
   mcp: runMcp,
+  proxy: runProxy,
   "stdio-to-uds": runStdioToUds,
 };
 

@@ -10,6 +10,7 @@ import { createLogger, type LogLevel, parseLogLevel } from "../log/logger.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
 import { listenWebSocket } from "../server/listen_ws.ts";
+import { startNetworkProxyFromFile } from "../proxy/start.ts";
 import { sha256, type WebSocketAuth } from "../server/ws_auth.ts";
 import {
   onTerminationSignal,
@@ -44,6 +45,8 @@ export interface ServeConfig {
   readonly sessionTtlMs: number;
   /** Buffered HTTP body cap (bytes). */
   readonly httpBodyLimitBytes: number;
+  /** Egress proxy configuration file for managed-network processes. */
+  readonly networkProxyConfig: string | null;
 }
 
 /** Help text for `serve`. */
@@ -67,6 +70,8 @@ Options:
   --ws-audience <AUDIENCE>          required JWT audience
   --ws-max-clock-skew-seconds <N>   JWT exp/nbf tolerance (default 30)
   --allow-unauthenticated           allow a non-loopback ws listener without --ws-auth
+  --network-proxy <FILE>            run the egress proxy from FILE and route processes started
+                                    with enforceManagedNetwork: true through it
   -h, --help                        show this help
 `;
 
@@ -123,6 +128,7 @@ export function parseServeArgs(
         "ws-audience": { type: "string" },
         "ws-max-clock-skew-seconds": { type: "string" },
         "allow-unauthenticated": { type: "boolean" },
+        "network-proxy": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -238,6 +244,7 @@ export function parseServeArgs(
     processRetentionMs: parseDuration("process-retention", v["process-retention"] ?? "80"),
     sessionTtlMs: parseDuration("session-ttl", v["session-ttl"] ?? "80"),
     httpBodyLimitBytes: parseByteSize("http-body-limit", v["http-body-limit"] ?? "256M"),
+    networkProxyConfig: v["network-proxy"] ?? null,
   };
 }
 
@@ -252,7 +259,17 @@ async function waitForStdinEof(): Promise<void> {
 /** Runs the server until its input ends (stdio) or a termination signal. */
 export async function runServe(config: ServeConfig): Promise<number> {
   const logger = createLogger({ level: config.logLevel });
+  const proxy = config.networkProxyConfig
+    ? await startNetworkProxyFromFile(config.networkProxyConfig, { logger })
+    : null;
+  if (proxy) {
+    logger.info("server.network_proxy", {
+      http: proxy.addresses.http,
+      socks: proxy.addresses.socks,
+    });
+  }
   const server = new ExecServer({
+    ...(proxy ? { managedNetwork: proxy } : {}),
     concurrency: config.concurrency,
     processRetentionMs: config.processRetentionMs,
     sessionTtlMs: config.sessionTtlMs,
@@ -284,6 +301,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
   } finally {
     removeSignals();
     await server.close();
+    await proxy?.shutdown();
   }
   return 0;
 }

@@ -88,6 +88,11 @@ export interface Capabilities {
   losslessOutput: boolean;
   /** Extension: buffered `http/request` bodies are capped with a clear error. */
   httpBodyLimit: boolean;
+  /**
+   * Extension: this server runs an egress proxy and applies it to processes
+   * started with `enforceManagedNetwork: true`.
+   */
+  managedNetworkProxy: boolean;
 }
 
 /** What `environment/info` (and `initialize`) report. */

@@ -132,14 +132,23 @@ export function violationLogLine(record: BlockedRequest): string {
 
 /** Optional identity fields copied into every audit event. */
 export interface AuditMetadata {
+  /** `conversation.id`. */
   readonly conversationId?: string;
+  /** `app.version`. */
   readonly appVersion?: string;
+  /** `auth_mode`. */
   readonly authMode?: string;
+  /** `originator`. */
   readonly originator?: string;
+  /** `user.account_id`. */
   readonly userAccountId?: string;
+  /** `user.email`. */
   readonly userEmail?: string;
+  /** `terminal.type`. */
   readonly terminalType?: string;
+  /** `model`. */
   readonly model?: string;
+  /** `slug`. */
   readonly slug?: string;
 }
 

@@ -300,7 +300,7 @@ export async function handleHttpProxyConnection(
     const body = response.body instanceof Uint8Array ? response.body : new Uint8Array(0);
     let text = `HTTP/1.1 ${response.status} ${
       response.status === 200
-        ? "Connection established"
+        ? "OK"
         : response.status === 403
         ? "Forbidden"
         : response.status === 502

@@ -15,6 +15,8 @@ export interface CapabilityInputs {
   readonly methods: ReadonlySet<string>;
   /** A PTY backend is available for `tty: true`. */
   readonly tty: boolean;
+  /** An egress proxy is applied to managed-network processes. */
+  readonly managedNetworkProxy?: boolean;
 }
 
 /** Builds the capability flags for `environment/info`. */
@@ -42,5 +44,6 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     closeStdin: has(Method.ProcessCloseStdin),
     losslessOutput: processes,
     httpBodyLimit: has(Method.HttpRequest),
+    managedNetworkProxy: processes && (inputs.managedNetworkProxy ?? false),
   };
 }

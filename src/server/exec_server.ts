@@ -16,7 +16,7 @@ import { environmentMethods } from "./handlers/environment.ts";
 import { processMethods } from "./handlers/process.ts";
 import { fsMethods } from "./handlers/fs.ts";
 import { httpMethods } from "./handlers/http.ts";
-import type { ResolvedExecServerOptions, ServerState } from "./server_state.ts";
+import type { ManagedNetworkEnv, ResolvedExecServerOptions, ServerState } from "./server_state.ts";
 import { SessionRegistry } from "./session_registry.ts";
 import { ptyAvailability } from "../process/pty/spawn_pty.ts";
 
@@ -34,6 +34,11 @@ export interface ExecServerOptions {
   readonly httpBodyLimitBytes?: number;
   /** Where to log. Default: JSON lines on stderr at `info`. */
   readonly logger?: Logger;
+  /**
+   * An egress proxy for processes started with `enforceManagedNetwork:
+   * true` (their environment is routed through it; see `NetworkProxy`).
+   */
+  readonly managedNetwork?: ManagedNetworkEnv;
 }
 
 /** The registered methods. */
@@ -69,8 +74,10 @@ export class ExecServer {
         serverCapabilities({
           methods: new Set(Object.keys(methods)),
           tty: ptyAvailability().available,
+          managedNetworkProxy: options.managedNetwork !== undefined,
         }),
       ),
+      managedNetwork: options.managedNetwork ?? null,
     };
   }
 

@@ -11,6 +11,12 @@ import type { EnvironmentInfo } from "../protocol/types.ts";
 import type { MethodTable } from "./handler.ts";
 import type { SessionRegistry } from "./session_registry.ts";
 
+/** What the server needs of an egress proxy: rewriting a child's environment. */
+export interface ManagedNetworkEnv {
+  /** Returns `env` routed through the proxy. */
+  applyToEnv(env: Record<string, string>): Record<string, string>;
+}
+
 /** Fully resolved server options. */
 export interface ResolvedExecServerOptions {
   /** Requests handled at once per connection and lane. */
@@ -35,4 +41,6 @@ export interface ServerState {
   readonly methods: MethodTable;
   /** What `environment/info` answers. */
   readonly environmentInfo: EnvironmentInfo;
+  /** Applied to processes started with `enforceManagedNetwork: true`. */
+  readonly managedNetwork: ManagedNetworkEnv | null;
 }

@@ -17,7 +17,7 @@
  */
 
 import { ReadStream } from "node:tty";
-import { C, errno, type Libc, strerror } from "./libc.ts";
+import { C, errno, type Libc, strerror } from "../../util/libc.ts";
 
 /** Sets the window size of the terminal behind `fd`. */
 export function setWindowSize(libc: Libc, fd: number, rows: number, cols: number): void {

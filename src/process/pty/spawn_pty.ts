@@ -24,7 +24,7 @@
  * @module
  */
 
-import { libcLoadError, loadLibc } from "./libc.ts";
+import { libcLoadError, loadLibc } from "../../util/libc.ts";
 import { Pty } from "./pty.ts";
 import {
   checkCwd,

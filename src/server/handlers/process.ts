@@ -175,7 +175,10 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
       if (p.networkProxy !== undefined && p.networkProxy !== null) {
         throw internalError("networkProxy is not supported by this server");
       }
-      const env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
+      let env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
+      if (p.enforceManagedNetwork && server.managedNetwork) {
+        env = server.managedNetwork.applyToEnv(env);
+      }
       let started;
       try {
         started = starter({

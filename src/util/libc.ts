@@ -1,5 +1,6 @@
 /**
- * The few libc functions a pseudo-terminal needs, through `Deno.dlopen`.
+ * The few libc functions Deno does not expose (pseudo-terminals, advisory
+ * file locks that can be tried without blocking), through `Deno.dlopen`.
  * Loaded lazily and only on Linux; when FFI is unavailable (other OS, no
  * `--allow-ffi`), {@linkcode loadLibc} returns null and terminals are
  * reported as unsupported.
@@ -16,6 +17,7 @@ const SYMBOLS = {
   ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   close: { parameters: ["i32"], result: "i32" },
+  flock: { parameters: ["i32", "i32"], result: "i32" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   __errno_location: { parameters: [], result: "pointer" },
   strerror: { parameters: ["i32"], result: "pointer" },
@@ -35,6 +37,10 @@ export const C = {
   POLLOUT: 4,
   EAGAIN: 11,
   EINTR: 4,
+  LOCK_SH: 1,
+  LOCK_EX: 2,
+  LOCK_NB: 4,
+  LOCK_UN: 8,
 } as const;
 
 let library: Deno.DynamicLibrary<typeof SYMBOLS> | null | undefined;

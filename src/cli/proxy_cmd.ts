@@ -1,0 +1,145 @@
+/**
+ * `exec-server proxy`: the egress policy proxy on its own.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { createLogger, type LogLevel } from "../log/logger.ts";
+import type { NetworkDecision, NetworkPolicyRequest } from "../proxy/decision.ts";
+import { startNetworkProxyFromFile } from "../proxy/start.ts";
+import { onTerminationSignal, parseDuration, printLine, UsageError } from "./common.ts";
+
+/** Help text. */
+export const PROXY_USAGE = `Usage: exec-server proxy --config FILE [OPTIONS]
+
+An egress policy proxy: HTTP/1.1 (absolute-form and CONNECT) and SOCKS5 (TCP
+and UDP), allow/deny domain patterns, local/private targets blocked unless
+allowed, limited mode (GET/HEAD/OPTIONS, HTTPS intercepted), MITM hooks.
+FILE is JSON or TOML (the runtime keys, or a Codex permissions profile) and
+is reloaded when it changes. Prints one JSON line with the addresses, the
+CA certificate and the trust bundle for clients.
+
+Options:
+  --config <FILE>           configuration (required)
+  --ephemeral               listen on fresh loopback ports instead of proxy_url/socks_url
+  --home <DIR>              where proxy/ CA files go (default $CODEX_HOME or ~/.codex)
+  --prompt                  ask about hosts outside the allow list over stdio: a JSON line
+                            {"type":"decision_request","id":N,"protocol","host","port",...}
+                            on stdout, answered by {"id":N,"decision":"allow"|"deny"|"ask"} on stdin
+  --prompt-timeout <DUR>    deny unanswered prompts after this long (default 60s)
+  --log-level <LEVEL>       diagnostics and audit events on stderr (default info)
+  -h, --help                show this help
+
+Example:
+  exec-server proxy --config proxy.toml
+  HTTPS_PROXY=http://127.0.0.1:3128 curl https://api.github.com/
+`;
+
+function stdioDecider(
+  timeoutMs: number,
+): (request: NetworkPolicyRequest) => Promise<NetworkDecision> {
+  let next = 0;
+  const pending = new Map<number, (d: NetworkDecision) => void>();
+  (async () => {
+    const decoder = new TextDecoder();
+    let buffered = "";
+    try {
+      for await (const chunk of Deno.stdin.readable) {
+        buffered += decoder.decode(chunk, { stream: true });
+        let nl;
+        while ((nl = buffered.indexOf("\n")) !== -1) {
+          const line = buffered.slice(0, nl).trim();
+          buffered = buffered.slice(nl + 1);
+          if (!line) continue;
+          try {
+            const answer = JSON.parse(line) as { id?: number; decision?: string; reason?: string };
+            const resolve = pending.get(answer.id ?? -1);
+            if (!resolve) continue;
+            pending.delete(answer.id!);
+            resolve(
+              answer.decision === "allow" ? { allow: true } : {
+                allow: false,
+                reason: answer.reason ?? "not_allowed",
+                source: "decider",
+                decision: answer.decision === "ask" ? "ask" : "deny",
+              },
+            );
+          } catch { /* not an answer */ }
+        }
+      }
+    } catch { /* stdin closed */ }
+  })();
+  return async (request) => {
+    const id = ++next;
+    const answer = new Promise<NetworkDecision>((resolve) => pending.set(id, resolve));
+    await printLine(JSON.stringify({ type: "decision_request", id, ...request }));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<NetworkDecision>((resolve) => {
+      timer = setTimeout(() => {
+        pending.delete(id);
+        resolve({ allow: false, reason: "not_allowed", source: "decider", decision: "deny" });
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([answer, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
+/** Runs `proxy`; returns the exit status. */
+export async function runProxy(args: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      options: {
+        config: { type: "string" },
+        ephemeral: { type: "boolean" },
+        home: { type: "string" },
+        prompt: { type: "boolean" },
+        "prompt-timeout": { type: "string" },
+        "log-level": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  const flags = parsed.values;
+  if (flags.help) {
+    console.log(PROXY_USAGE);
+    return 0;
+  }
+  if (!flags.config) throw new UsageError("--config FILE is required", 2);
+  const logger = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
+  const timeout = parseDuration("prompt-timeout", flags["prompt-timeout"] ?? "60s");
+  const proxy = await startNetworkProxyFromFile(flags.config, {
+    managed: flags.ephemeral ?? false,
+    logger,
+    ...(flags.home ? { home: flags.home } : {}),
+    ...(flags.prompt ? { decider: stdioDecider(timeout) } : {}),
+  });
+  try {
+    if (!proxy.addresses.http) throw new UsageError("network.enabled is false; nothing to serve");
+    const addr = (a: Deno.NetAddr | null) =>
+      a
+        ? (a.hostname.includes(":") ? `[${a.hostname}]:${a.port}` : `${a.hostname}:${a.port}`)
+        : null;
+    await printLine(JSON.stringify({
+      type: "listening",
+      http: addr(proxy.addresses.http),
+      socks: addr(proxy.addresses.socks),
+      trustBundle: proxy.trustBundlePath,
+    }));
+    const stop = Promise.withResolvers<void>();
+    const remove = onTerminationSignal(() => stop.resolve());
+    await stop.promise;
+    remove();
+    return 0;
+  } finally {
+    await proxy.shutdown();
+  }
+}

@@ -1,0 +1,272 @@
+/**
+ * TLS interception: terminates TLS inside a CONNECT or SOCKS5 tunnel with a
+ * certificate minted for the tunnel's target (chosen by target, not SNI, so
+ * IP targets work), then runs every inner request through the policy again
+ * — host must match the tunnel, the local-address re-check, MITM hooks, the
+ * limited-mode method clamp — and forwards it over TLS verified against the
+ * system roots plus the startup CAs.
+ *
+ * Why `node:tls`: `Deno.startTls` is client-only and `Deno.listenTls` picks
+ * one certificate per listener (its per-SNI resolver is a hidden, unstable
+ * symbol that caches failures and cannot tell IP targets apart), so the
+ * Deno-native route needs a loopback hop per host. `new tls.TLSSocket(duplex,
+ * { isServer: true })` over a `Duplex` wrapping the accepted `Deno.Conn`
+ * works on Deno 2.9 (fixed upstream in denoland/deno#33303; an end-to-end
+ * test guards it), adds no extra socket, and was the fastest option
+ * measured. ALPN offers only `http/1.1`, matching the inner HTTP/1.1 parser.
+ *
+ * @module
+ */
+
+import tls from "node:tls";
+import { join } from "node:path";
+import { ByteSource } from "../../util/http1_body.ts";
+import type { UpstreamProxies } from "../connector.ts";
+import { PolicyDialError } from "../connector.ts";
+import { normalizeHost } from "../host.ts";
+import {
+  type ProxyRequest,
+  type ProxyResponse,
+  serveHttpExchanges,
+  textResponse,
+} from "../http_exchange.ts";
+import { forwardHttp, stripHopByHop } from "../http_forward.ts";
+import type { TunnelInterceptor } from "../http_proxy.ts";
+import { applyHookActions } from "../mitm_hooks.ts";
+import { hostBlocked, methodAllowed } from "../policy.ts";
+import { blockedMessage, proxyErrorHeader } from "../responses.ts";
+import type { NetworkProxyState } from "../state.ts";
+import type { Logger } from "../../log/logger.ts";
+import {
+  isManagedTrustBundlePath,
+  lockFile,
+  pruneArtifacts,
+  sha256Hex,
+  writeAtomicCreateNewOrReuse,
+} from "./files.ts";
+import { connDuplex, nodeReader, nodeWriter } from "./node_streams.ts";
+import { startupCertificates, systemCertificates, uniqueCertificates } from "./trust.ts";
+import { generateMitmCa, type MitmCa } from "./x509.ts";
+
+/** Options of {@linkcode createMitm}. */
+export interface MitmOptions {
+  /** Directory holding `proxy/` (Codex: `$CODEX_HOME`, default `~/.codex`). */
+  readonly home: string;
+  /** Startup environment (CA variables). */
+  readonly env?: (name: string) => string | undefined;
+  /** Leaf certificates kept (default 1024). */
+  readonly leafCacheSize?: number;
+  /** TLS handshake deadline (default 10 s). */
+  readonly handshakeTimeoutMs?: number;
+}
+
+/** A running interceptor. */
+export interface Mitm extends TunnelInterceptor {
+  /** The CA certificate file. */
+  readonly caCertPath: string;
+  /** The CA certificate (PEM). */
+  readonly caCertPem: string;
+  /** The trust bundle for children. */
+  readonly trustBundlePath: string;
+  /** Releases the CA lease. */
+  close(): Promise<void>;
+}
+
+/** The default home: `$CODEX_HOME`, else `~/.codex`. */
+export function defaultMitmHome(
+  env: (name: string) => string | undefined = (n) => Deno.env.get(n),
+): string {
+  return env("CODEX_HOME") ?? join(env("HOME") ?? "/tmp", ".codex");
+}
+
+/** Creates the CA, its files and the interceptor. */
+export async function createMitm(
+  state: NetworkProxyState,
+  ctx: { upstreams: UpstreamProxies; logger: Logger; caCerts?: string[] },
+  options: MitmOptions,
+): Promise<Mitm> {
+  const env = options.env ?? ((n: string) => Deno.env.get(n));
+  const dir = join(options.home, "proxy");
+  await Deno.mkdir(dir, { recursive: true });
+  const ca: MitmCa = await generateMitmCa();
+  const hash = await sha256Hex(ca.certPem);
+  const caCertPath = join(dir, `ca-${hash}.pem`);
+  const lease = await lockFile(join(dir, `.ca-${hash}.pem.lock`), false, true);
+  await writeAtomicCreateNewOrReuse(caCertPath, new TextEncoder().encode(ca.certPem));
+  await pruneArtifacts(dir).catch((error) =>
+    ctx.logger.warn("proxy.prune_failed", { error: (error as Error).message })
+  );
+  const startup = await startupCertificates(env, (p) => isManagedTrustBundlePath(p, options.home));
+  const bundle = [
+    ...uniqueCertificates([...(await systemCertificates()), ...startup], [ca.certPem]),
+    ca.certPem,
+  ].join("");
+  const bundleBytes = new TextEncoder().encode(bundle);
+  const trustBundlePath = join(dir, `ca-bundle-${await sha256Hex(bundleBytes)}.pem`);
+  await writeAtomicCreateNewOrReuse(trustBundlePath, bundleBytes);
+  const forward = {
+    state,
+    upstreams: ctx.upstreams,
+    caCerts: uniqueCertificates([...(ctx.caCerts ?? []), ...startup], [ca.certPem]),
+  };
+
+  const cacheSize = options.leafCacheSize ?? 1024;
+  const leaves = new Map<string, Promise<tls.SecureContext>>();
+  const leafFor = (host: string) => {
+    let leaf = leaves.get(host);
+    if (leaf) {
+      leaves.delete(host);
+      leaves.set(host, leaf);
+      return leaf;
+    }
+    leaf = ca.mintLeaf(host).then(({ certPem, keyPem }) =>
+      tls.createSecureContext({ cert: certPem, key: keyPem })
+    );
+    leaf.catch(() => leaves.delete(host));
+    leaves.set(host, leaf);
+    if (leaves.size > cacheSize) leaves.delete(leaves.keys().next().value!);
+    return leaf;
+  };
+
+  async function inner(
+    request: ProxyRequest,
+    host: string,
+    port: number,
+    client: string,
+    controls: Parameters<Parameters<typeof serveHttpExchanges>[2]>[1],
+  ): Promise<ProxyResponse> {
+    const block = async (reason: string, source: "baseline_policy" | "mode_guard") => {
+      state.audit({
+        scope: reason === "not_allowed_local" ? "domain" : "non_domain",
+        decision: "deny",
+        source,
+        reason,
+        protocol: "https",
+        host,
+        port,
+        method: request.method,
+        client,
+      });
+      await state.recordBlocked({
+        host,
+        reason,
+        client,
+        method: request.method,
+        protocol: "https",
+        decision: "deny",
+        source,
+        port,
+      });
+      return textResponse(403, blockedMessage(reason), [[
+        "x-proxy-error",
+        proxyErrorHeader(reason),
+      ]]);
+    };
+    if (request.method === "CONNECT") return textResponse(405, "CONNECT not supported inside MITM");
+    let path = request.target;
+    let requestHost = request.headers.get("host");
+    if (/^https?:\/\//i.test(request.target)) {
+      try {
+        const url = new URL(request.target);
+        requestHost ??= url.host;
+        path = `${url.pathname}${url.search}`;
+      } catch {
+        return textResponse(400, "host mismatch");
+      }
+    }
+    if (requestHost === null || normalizeHost(requestHost) !== host) {
+      return textResponse(400, "host mismatch");
+    }
+    const current = state.current;
+    const verdict = await hostBlocked(current, host, state.resolver);
+    if (!verdict.allowed && verdict.reason === "not_allowed_local") {
+      return await block("not_allowed_local", "baseline_policy");
+    }
+    const q = path.indexOf("?");
+    const outcome = current.hooks.evaluate(host, {
+      method: request.method,
+      path: q === -1 ? path : path.slice(0, q),
+      query: q === -1 ? "" : path.slice(q + 1),
+      headers: request.rawHeaders,
+    });
+    if (outcome.kind === "no_match") return await block("mitm_hook_denied", "mode_guard");
+    if (!methodAllowed(current.config.mode, request.method)) {
+      return await block("method_not_allowed", "mode_guard");
+    }
+    let headers = stripHopByHop(request.rawHeaders);
+    if (outcome.kind === "matched") headers = applyHookActions(headers, outcome.actions);
+    const authority = port === 443
+      ? (host.includes(":") ? `[${host}]` : host)
+      : `${host.includes(":") ? `[${host}]` : host}:${port}`;
+    headers = headers.filter(([n]) => n.toLowerCase() !== "host");
+    headers.unshift(["host", authority]);
+    try {
+      return await forwardHttp(
+        forward,
+        request,
+        { scheme: "https", host, port, path: path.startsWith("/") ? path : `/${path}` },
+        controls,
+        headers,
+      );
+    } catch (error) {
+      if (error instanceof PolicyDialError) {
+        return await block("not_allowed_local", "baseline_policy");
+      }
+      ctx.logger.debug("proxy.mitm_upstream_failed", { host, error: (error as Error).message });
+      return { ...textResponse(502, "mitm upstream error"), close: true };
+    }
+  }
+
+  return {
+    caCertPath,
+    caCertPem: ca.certPem,
+    trustBundlePath,
+    async intercept(conn, leftover, host, port, client) {
+      const duplex = connDuplex(conn, leftover);
+      let socket: tls.TLSSocket | null = null;
+      try {
+        const secureContext = await leafFor(host);
+        socket = new tls.TLSSocket(duplex, {
+          isServer: true,
+          secureContext,
+          ALPNProtocols: ["http/1.1"],
+        });
+        const s = socket;
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(
+            () => reject(new Error("TLS handshake timed out")),
+            options.handshakeTimeoutMs ?? 10_000,
+          );
+          s.once("secure", () => {
+            clearTimeout(timer);
+            resolve();
+          });
+          s.once("error", (error) => {
+            clearTimeout(timer);
+            reject(error);
+          });
+          s.once("close", () => {
+            clearTimeout(timer);
+            reject(new Error("client closed during the TLS handshake"));
+          });
+        });
+        s.on("error", () => {});
+        await serveHttpExchanges(
+          new ByteSource(nodeReader(s)),
+          nodeWriter(s),
+          (request, controls) => inner(request, host, port, client, controls),
+        );
+      } catch (error) {
+        ctx.logger.debug("proxy.mitm_failed", { host, client, error: (error as Error).message });
+      } finally {
+        socket?.on("error", () => {});
+        socket?.destroy();
+        duplex.destroy();
+      }
+    },
+    close() {
+      lease?.release();
+      return Promise.resolve();
+    },
+  };
+}
