@@ -1,0 +1,130 @@
+// Shared fixtures for the egress proxy tests: a local HTTP origin that
+// echoes what it saw, a TLS origin with its own CA, a proxy with a fake
+// resolver, and curl.
+
+import { defaultNetworkProxyConfig, type NetworkProxyConfig } from "../../src/proxy/config.ts";
+import { NetworkProxy, type NetworkProxyOptions } from "../../src/proxy/network_proxy.ts";
+import { generateMitmCa } from "../../src/proxy/mitm/x509.ts";
+import { nullLogger } from "../../src/log/logger.ts";
+
+export interface Seen {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** An origin answering `echo <method> <path>` and recording requests. */
+export function httpOrigin(handler?: (req: Request) => Response | Promise<Response>) {
+  const seen: Seen[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    const url = new URL(req.url);
+    const body = await req.text();
+    seen.push({
+      method: req.method,
+      path: url.pathname + url.search,
+      headers: Object.fromEntries(req.headers),
+      body,
+    });
+    if (handler) return await handler(req);
+    return new Response(`echo ${req.method} ${url.pathname} ${body}`);
+  });
+  return { server, seen, port: server.addr.port, url: `http://127.0.0.1:${server.addr.port}` };
+}
+
+/** A TLS origin whose certificate (for `names`) comes from its own CA. */
+export async function tlsOrigin(names: string[], port = 0) {
+  const ca = await generateMitmCa();
+  const leaf = await ca.mintLeaf(names[0]!);
+  const seen: Seen[] = [];
+  const server = Deno.serve({
+    hostname: "127.0.0.1",
+    port,
+    cert: leaf.certPem,
+    key: leaf.keyPem,
+    onListen() {},
+  }, async (req) => {
+    const url = new URL(req.url);
+    const body = await req.text();
+    seen.push({
+      method: req.method,
+      path: url.pathname + url.search,
+      headers: Object.fromEntries(req.headers),
+      body,
+    });
+    return new Response(`tls ${req.method} ${url.pathname} ${body}`);
+  });
+  return { server, seen, caPem: ca.certPem, port: server.addr.port };
+}
+
+export const config = (over: Partial<NetworkProxyConfig> = {}): NetworkProxyConfig => ({
+  ...defaultNetworkProxyConfig(),
+  enabled: true,
+  ...over,
+});
+
+/** Names → addresses; anything else fails to resolve. */
+export function fakeResolver(table: Record<string, string[]>) {
+  return (
+    host: string,
+  ) => (table[host]
+    ? Promise.resolve(table[host]!)
+    : Promise.reject(new Error(`ENOTFOUND ${host}`)));
+}
+
+export async function startProxy(c: NetworkProxyConfig, options: NetworkProxyOptions = {}) {
+  return await NetworkProxy.start(c, { logger: nullLogger, env: () => undefined, ...options });
+}
+
+export function addr(a: Deno.NetAddr | null): string {
+  if (!a) throw new Error("listener missing");
+  return `${a.hostname}:${a.port}`;
+}
+
+/** Runs curl; returns status line code (or 0), headers text, body text, exit code. */
+export async function curl(args: string[]) {
+  const out = await new Deno.Command("curl", {
+    args: ["-s", "-S", "-i", "--max-time", "10", ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  // With -p (CONNECT) curl prints the proxy's response first.
+  const parts = text.split(/\r?\n\r?\n/);
+  let i = 0;
+  while (
+    i < parts.length - 1 &&
+    /^HTTP\/1\.[01] 200 (OK|Connection established)\s*(\r?\ncontent-length: 0)?$/i.test(
+      parts[i]!.trim(),
+    ) && /^HTTP/.test(parts[i + 1] ?? "")
+  ) i++;
+  const head = parts[i] ?? "";
+  const body = parts.slice(i + 1).join("\n\n");
+  const status = Number(/^HTTP\/\S+ (\d+)/.exec(head)?.[1] ?? 0);
+  return {
+    status,
+    head: head.toLowerCase(),
+    body,
+    code: out.code,
+    stderr: new TextDecoder().decode(out.stderr),
+  };
+}
+
+/** Sends raw bytes to `port` and reads until the server closes (or `until` appears). */
+export async function raw(port: number, data: string, until?: RegExp): Promise<string> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  await conn.write(new TextEncoder().encode(data));
+  let text = "";
+  const buffer = new Uint8Array(65536);
+  try {
+    for (;;) {
+      if (until?.test(text)) break;
+      const n = await conn.read(buffer);
+      if (n === null) break;
+      text += new TextDecoder().decode(buffer.subarray(0, n));
+    }
+  } finally {
+    conn.close();
+  }
+  return text;
+}
