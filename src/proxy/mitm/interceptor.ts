@@ -259,8 +259,20 @@ export async function createMitm(
       } catch (error) {
         ctx.logger.debug("proxy.mitm_failed", { host, client, error: (error as Error).message });
       } finally {
-        socket?.on("error", () => {});
-        socket?.destroy();
+        if (socket) {
+          // Send close_notify and give it a moment to leave before tearing down.
+          const s = socket;
+          s.on("error", () => {});
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, 1000);
+            s.once("close", () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            s.end();
+          });
+          s.destroy();
+        }
         duplex.destroy();
       }
     },
