@@ -34,14 +34,19 @@ function closeQuietly(conn: Deno.Conn): void {
   } catch { /* already closed */ }
 }
 
-async function pump(from: Deno.Conn, to: Deno.Conn, bufferBytes: number): Promise<number> {
-  const buffer = new Uint8Array(bufferBytes);
+async function pump(from: Deno.Conn, to: Deno.Conn, maxBytes: number): Promise<number> {
+  // Start small and grow while reads fill the buffer: idle tunnels stay
+  // cheap, bulk transfers get large reads (fewer operations per byte).
+  let buffer = new Uint8Array(Math.min(16 * 1024, maxBytes));
   let total = 0;
   for (;;) {
     const n = await from.read(buffer);
     if (n === null) break;
     await writeAll(to, buffer.subarray(0, n));
     total += n;
+    if (n === buffer.length && buffer.length < maxBytes) {
+      buffer = new Uint8Array(Math.min(buffer.length * 2, maxBytes));
+    }
   }
   await to.closeWrite().catch(() => {});
   return total;
@@ -57,7 +62,7 @@ export async function relay(
   upstream: Deno.Conn,
   options: { toUpstream?: Uint8Array | null; bufferBytes?: number } = {},
 ): Promise<RelayStats> {
-  const size = options.bufferBytes ?? 128 * 1024;
+  const size = options.bufferBytes ?? 256 * 1024;
   const stats: RelayStats = { up: 0, down: 0 };
   const fail = () => {
     closeQuietly(client);

@@ -27,6 +27,7 @@ import {
 } from "./connector.ts";
 import type { ExchangeControls, ProxyRequest, ProxyResponse } from "./http_exchange.ts";
 import type { NetworkProxyState } from "./state.ts";
+import type { PooledConnection, UpstreamPool } from "./upstream_pool.ts";
 
 /** Where a request goes. */
 export interface ForwardTarget {
@@ -48,6 +49,8 @@ export interface ForwardContext {
   readonly upstreams: UpstreamProxies;
   /** Trust for https upstreams (added to the system roots). */
   readonly caCerts?: string[];
+  /** Kept-alive direct upstream connections. */
+  readonly pool?: UpstreamPool;
 }
 
 const HOP_BY_HOP = [
@@ -124,7 +127,9 @@ function authority(target: ForwardTarget): string {
 /**
  * Sends `request` to `target` and returns the response to relay. Dial
  * failures throw (a `PolicyDialError` for refused local targets, else
- * {@linkcode UpstreamError}).
+ * {@linkcode UpstreamError}). Direct connections are reused from and
+ * returned to `ctx.pool`; a reused connection the origin had closed is
+ * retried once on a fresh one when the request has no body.
  */
 export async function forwardHttp(
   ctx: ForwardContext,
@@ -133,7 +138,50 @@ export async function forwardHttp(
   controls: ExchangeControls,
   headers: ReadonlyArray<readonly [string, string]> = stripHopByHop(request.rawHeaders),
 ): Promise<ProxyResponse> {
-  const { conn, absolute } = await open(ctx, target);
+  const bodiless = request.headers.get("content-length") === null &&
+    request.headers.get("transfer-encoding") === null;
+  const pooled = ctx.pool &&
+      !(ctx.state.config.allow_upstream_proxy &&
+        pickUpstream(ctx.upstreams, target.scheme === "https"))
+    ? ctx.pool.take(poolKey(target))
+    : null;
+  if (pooled) {
+    try {
+      return await exchange(ctx, request, target, controls, headers, pooled, true);
+    } catch (error) {
+      if (!(error instanceof StaleConnection) || !bodiless) throw error;
+    }
+  }
+  return await exchange(ctx, request, target, controls, headers, null, false);
+}
+
+/** A reused connection turned out to be closed before any response byte. */
+class StaleConnection extends UpstreamError {}
+
+function poolKey(target: ForwardTarget): string {
+  return `${target.scheme}://${target.host}:${target.port}`;
+}
+
+async function exchange(
+  ctx: ForwardContext,
+  request: ProxyRequest,
+  target: ForwardTarget,
+  controls: ExchangeControls,
+  headers: ReadonlyArray<readonly [string, string]>,
+  reused: PooledConnection | null,
+  isReuse: boolean,
+): Promise<ProxyResponse> {
+  let conn: Deno.Conn;
+  let absolute = false;
+  let source: ByteSource;
+  if (reused) {
+    conn = reused.conn;
+    source = reused.source;
+  } else {
+    ({ conn, absolute } = await open(ctx, target));
+    source = new ByteSource(connReader(conn));
+  }
+  const poolable = !absolute && ctx.pool !== undefined;
   const close = () => {
     try {
       conn.close();
@@ -155,9 +203,10 @@ export async function forwardHttp(
   if (chunked) text += "transfer-encoding: chunked\r\n";
   const auth = proxyUrl ? proxyAuthorization(proxyUrl) : null;
   if (auth) text += `proxy-authorization: ${auth}\r\n`;
-  text += "connection: close\r\n\r\n";
+  text += poolable ? "\r\n" : "connection: close\r\n\r\n";
 
   const bodyDone = Promise.withResolvers<boolean>();
+  let started = false;
   const sendBody = (async () => {
     await writeAll(conn, encoder.encode(text));
     const reader = request.body.getReader();
@@ -165,6 +214,7 @@ export async function forwardHttp(
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
+        started = true;
         if (value.length) await writeAll(conn, chunked ? encodeChunk(value) : value);
       }
       if (chunked) await writeAll(conn, LAST_CHUNK);
@@ -178,15 +228,27 @@ export async function forwardHttp(
   })();
   sendBody.catch(() => {});
 
-  const source = new ByteSource(connReader(conn));
+  let gotBytes = false;
   try {
     for (;;) {
-      const parsed = await Promise.race([
-        source.head(),
-        // A failed upload ends the exchange unless a response is already on its way.
-        sendBody.then(() => new Promise<never>(() => {}), (error) => Promise.reject(error)),
-      ]);
-      if (parsed === null) throw new UpstreamError("upstream closed before answering");
+      let parsed;
+      try {
+        parsed = await Promise.race([
+          source.head(),
+          // A failed upload ends the exchange unless a response is already on its way.
+          sendBody.then(() => new Promise<never>(() => {}), (error) => Promise.reject(error)),
+        ]);
+      } catch (error) {
+        if (isReuse && !gotBytes && !started) throw new StaleConnection((error as Error).message);
+        throw error;
+      }
+      if (parsed === null) {
+        if (isReuse && !gotBytes && !started) {
+          throw new StaleConnection("reused connection was closed");
+        }
+        throw new UpstreamError("upstream closed before answering");
+      }
+      gotBytes = true;
       const status = Number(parsed.startLine[1]);
       if (!/^HTTP\/1\.[01]$/.test(parsed.startLine[0]) || !Number.isInteger(status)) {
         throw new UpstreamError("invalid upstream status line");
@@ -197,6 +259,16 @@ export async function forwardHttp(
         continue;
       }
       const framing = responseFraming(request.method, status, parsed.rawHeaders);
+      const keepAlive = poolable && parsed.startLine[0] === "HTTP/1.1" &&
+        framing.kind !== "close" &&
+        !/(^|,)\s*close\s*(,|$)/i.test(parsed.headers.get("connection") ?? "");
+      const finish = () => {
+        bodyDone.promise.then((ok) => {
+          if (ok && keepAlive && source.takePending() === null) {
+            ctx.pool!.give(poolKey(target), { conn, source });
+          } else close();
+        });
+      };
       const base = {
         status,
         reason: parsed.startLine[2],
@@ -204,20 +276,21 @@ export async function forwardHttp(
         requestDone: bodyDone.promise,
       };
       if (framing.kind === "none") {
-        close();
+        finish();
         const noBody = request.method === "HEAD" || status === 204 || status === 304;
         return noBody ? { ...base, noBody: true } : { ...base, body: new Uint8Array(0) };
       }
+      // Only a body read to its very end leaves the connection reusable.
+      const body = bodyStream(source, framing, (complete) => (complete ? finish() : close()));
       return {
         ...base,
-        body: bodyStream(source, framing, close),
+        body,
         ...(framing.kind === "length" ? { contentLength: framing.remaining } : {}),
       };
     }
   } catch (error) {
     close();
-    throw error instanceof UpstreamError
-      ? error
-      : new UpstreamError((error as Error).message, { cause: error });
+    if (error instanceof UpstreamError) throw error;
+    throw new UpstreamError((error as Error).message, { cause: error });
   }
 }

@@ -35,6 +35,7 @@ import { forwardHttp, type ForwardTarget } from "./http_forward.ts";
 import { methodAllowed } from "./policy.ts";
 import { blockedJson, blockedMessage, proxyErrorHeader } from "./responses.ts";
 import type { NetworkProxyState } from "./state.ts";
+import type { UpstreamPool } from "./upstream_pool.ts";
 
 /** Intercepts a tunnel (TLS termination and the inner request pipeline). */
 export interface TunnelInterceptor {
@@ -60,6 +61,8 @@ export interface ListenerContext {
   readonly logger: Logger;
   /** Extra trust for https upstreams. */
   readonly caCerts?: string[];
+  /** Kept-alive upstream connections. */
+  readonly pool?: UpstreamPool;
 }
 
 interface Blocked {

@@ -18,6 +18,7 @@ import {
 } from "./http_proxy.ts";
 import { handleSocks5Connection } from "./socks5.ts";
 import { NetworkProxyState, type NetworkProxyStateOptions } from "./state.ts";
+import { UpstreamPool } from "./upstream_pool.ts";
 
 /** Options of {@linkcode NetworkProxy.start}. */
 export interface NetworkProxyOptions extends NetworkProxyStateOptions {
@@ -54,6 +55,7 @@ export class NetworkProxy implements AsyncDisposable {
   readonly #accepting: Promise<void>[] = [];
   readonly #logger: Logger;
   readonly #mitmClose: (() => Promise<void>) | null;
+  readonly #pool: UpstreamPool | undefined;
   #closing: Promise<void> | null = null;
 
   private constructor(
@@ -67,6 +69,7 @@ export class NetworkProxy implements AsyncDisposable {
     this.#logger = ctx.logger;
     this.trustBundlePath = trustBundlePath;
     this.#mitmClose = mitmClose;
+    this.#pool = ctx.pool;
     this.#listeners = [listeners.http, listeners.socks].filter((l): l is Deno.Listener =>
       l !== null
     );
@@ -89,8 +92,10 @@ export class NetworkProxy implements AsyncDisposable {
   ): Promise<NetworkProxy> {
     const logger = options.logger ?? nullLogger;
     const state = new NetworkProxyState(config, options);
+    const pool = new UpstreamPool();
     const base = {
       state,
+      pool,
       upstreams: upstreamProxiesFromEnv(
         options.env,
         (m) => logger.warn("proxy.upstream_ignored", { message: m }),
@@ -208,6 +213,7 @@ export class NetworkProxy implements AsyncDisposable {
         } catch { /* closed */ }
       }
       await Promise.allSettled([...this.#tasks]);
+      this.#pool?.close();
       await this.#mitmClose?.();
     })();
     return this.#closing;

@@ -177,19 +177,20 @@ export function requestFraming(headers: ReadonlyArray<readonly [string, string]>
 }
 
 /**
- * The body as a pull stream over `source`; `done` runs once at its end (or
- * on error/cancel). Errors are {@linkcode HttpBodyError}.
+ * The body as a pull stream over `source`; `done` runs once: with `true` at
+ * its complete end, with `false` on error or cancel. Errors are
+ * {@linkcode HttpBodyError}.
  */
 export function bodyStream(
   source: ByteSource,
   framing: BodyFraming,
-  done: () => void,
+  done: (complete: boolean) => void,
 ): ReadableStream<Uint8Array> {
   let chunkRemaining = 0;
   let finished = false;
   const finish = (controller: ReadableStreamDefaultController<Uint8Array>) => {
     finished = true;
-    done();
+    done(true);
     controller.close();
   };
   return new ReadableStream<Uint8Array>({
@@ -232,7 +233,7 @@ export function bodyStream(
         controller.enqueue(chunk.subarray(0, take));
       } catch (error) {
         finished = true;
-        done();
+        done(false);
         controller.error(
           error instanceof HttpBodyError ? error : new HttpBodyError(undefined, { cause: error }),
         );
@@ -241,7 +242,7 @@ export function bodyStream(
     cancel() {
       if (finished) return;
       finished = true;
-      done();
+      done(false);
     },
   }, { highWaterMark: 0 });
 }

@@ -22,6 +22,7 @@ import tls from "node:tls";
 import { join } from "node:path";
 import { ByteSource } from "../../util/http1_body.ts";
 import type { UpstreamProxies } from "../connector.ts";
+import type { UpstreamPool } from "../upstream_pool.ts";
 import { PolicyDialError } from "../connector.ts";
 import { normalizeHost } from "../host.ts";
 import {
@@ -82,7 +83,7 @@ export function defaultMitmHome(
 /** Creates the CA, its files and the interceptor. */
 export async function createMitm(
   state: NetworkProxyState,
-  ctx: { upstreams: UpstreamProxies; logger: Logger; caCerts?: string[] },
+  ctx: { upstreams: UpstreamProxies; logger: Logger; caCerts?: string[]; pool?: UpstreamPool },
   options: MitmOptions,
 ): Promise<Mitm> {
   const env = options.env ?? ((n: string) => Deno.env.get(n));
@@ -107,6 +108,7 @@ export async function createMitm(
   const forward = {
     state,
     upstreams: ctx.upstreams,
+    ...(ctx.pool ? { pool: ctx.pool } : {}),
     caCerts: uniqueCertificates([...(ctx.caCerts ?? []), ...startup], [ca.certPem]),
   };
 
