@@ -126,6 +126,9 @@ export {
 export { createMitm, type Mitm, type MitmOptions } from "./src/proxy/mitm/interceptor.ts";
 export type { ListenerContext, TunnelInterceptor } from "./src/proxy/http_proxy.ts";
 export type { UpstreamProxies } from "./src/proxy/connector.ts";
+export { type PooledConnection, UpstreamPool } from "./src/proxy/upstream_pool.ts";
+export { ByteSource, type ChunkReader, connReader } from "./src/util/http1_body.ts";
+export type { MessageHead } from "./src/util/http1.ts";
 export type { ManagedNetworkEnv } from "./src/server/server_state.ts";
 
 // MCP
