@@ -34,6 +34,7 @@ import type {
 import { delay } from "../util/async.ts";
 import { RemoteCommand, type RemoteCommandOptions } from "./command.ts";
 import { BodyStreams, remoteFetch } from "./fetch.ts";
+import { type RendezvousProvider, rendezvousTransport } from "../relay/harness.ts";
 import { RemoteFs } from "./fs.ts";
 import { chunkEvent, RemoteProcess, type RemoteProcessOptions } from "./process.ts";
 import {
@@ -66,6 +67,11 @@ export interface ConnectOptions {
   readonly headers?: HeadersInit;
   /** Or bring a transport (tests, relays). Called for every (re)connection. */
   readonly transport?: () => Promise<OpenedTransport>;
+  /**
+   * Or reach the environment end-to-end encrypted through a registry and
+   * rendezvous relay (a fresh bundle and stream per connection).
+   */
+  readonly rendezvous?: RendezvousProvider;
   /** Sent as `clientName`. Default `exec-server-client`. */
   readonly clientName?: string;
   /** Connect timeout. Default 10 000 ms. */
@@ -154,10 +160,12 @@ export class ExecServerClient implements AsyncDisposable {
 
   /** Use {@linkcode connect} or {@linkcode connectLazy}. */
   constructor(options: ConnectOptions) {
-    if (!options.command && !options.url && !options.transport) {
-      throw new TypeError("connect needs a command, a url, or a transport");
+    if (!options.command && !options.url && !options.transport && !options.rendezvous) {
+      throw new TypeError("connect needs a command, a url, a rendezvous provider, or a transport");
     }
-    this.#options = options;
+    this.#options = options.rendezvous && !options.transport
+      ? { connectTimeoutMs: 30_000, ...options, transport: rendezvousTransport(options.rendezvous) }
+      : options;
     this.#logger = options.logger ?? nullLogger;
     this.fs = new RemoteFs({
       request: (method, params) => this.request(method, params),

@@ -38,7 +38,7 @@ export class RecordCipher {
   /** Wraps a split cipher state. */
   constructor(state: CipherState, options: { webCryptoThreshold?: number } = {}) {
     this.#state = state;
-    this.webCryptoThreshold = options.webCryptoThreshold ?? 2048;
+    this.webCryptoThreshold = options.webCryptoThreshold ?? 0;
   }
 
   #key(): Promise<CryptoKey> {

@@ -42,6 +42,12 @@ export interface WebSocketChannelOptions {
   readonly maxMessageBytes?: number;
   /** Ping interval in milliseconds; 0 disables pings. Default 30 000. */
   readonly pingIntervalMs?: number;
+  /**
+   * End the channel (reason `pong_timeout`) when a ping is not answered
+   * within this many milliseconds; no new ping goes out while one is
+   * outstanding. Default: never (idle peers are kept).
+   */
+  readonly pongTimeoutMs?: number;
   /** Bytes already read past the HTTP head. */
   readonly leftover?: Uint8Array;
   /**
@@ -89,6 +95,8 @@ export class WebSocketChannel {
   #closeSent = false;
   #pingTimer: ReturnType<typeof setTimeout> | undefined;
   #pingIntervalMs: number;
+  #pongTimeoutMs: number;
+  #pongTimer: ReturnType<typeof setTimeout> | undefined;
   #fragments: Uint8Array[] = [];
   #fragmentBytes = 0;
   #fragmentOpcode = -1;
@@ -111,6 +119,7 @@ export class WebSocketChannel {
     });
     this.#leftover = options.leftover && options.leftover.length > 0 ? options.leftover : undefined;
     this.#pingIntervalMs = options.pingIntervalMs ?? 30_000;
+    this.#pongTimeoutMs = options.pongTimeoutMs ?? 0;
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     this.messages = new ReadableStream<WebSocketMessage>({
       pull: (controller) => this.#pull(controller),
@@ -132,8 +141,13 @@ export class WebSocketChannel {
     this.#pingTimer = setTimeout(() => {
       this.#pingTimer = undefined;
       if (this.#ended || this.#closeSent) return;
-      this.writeRaw(...encodeFrame(Opcode.Ping, new Uint8Array(0), this.#masked))
-        .catch(() => {});
+      if (this.#pongTimer === undefined) {
+        this.writeRaw(...encodeFrame(Opcode.Ping, new Uint8Array(0), this.#masked))
+          .catch(() => {});
+        if (this.#pongTimeoutMs > 0) {
+          this.#pongTimer = setTimeout(() => this.abort("pong_timeout"), this.#pongTimeoutMs);
+        }
+      }
       this.#schedulePing();
     }, this.#pingIntervalMs);
   }
@@ -260,6 +274,8 @@ export class WebSocketChannel {
     this.#ended = true;
     clearTimeout(this.#pingTimer);
     this.#pingTimer = undefined;
+    clearTimeout(this.#pongTimer);
+    this.#pongTimer = undefined;
     this.#reader.cancel().catch(() => {});
     this.#writer.close().catch(() => {});
     try {
@@ -353,6 +369,8 @@ export class WebSocketChannel {
         }
         return null;
       case Opcode.Pong:
+        clearTimeout(this.#pongTimer);
+        this.#pongTimer = undefined;
         return null;
       case Opcode.Close: {
         const p = frame.payload;

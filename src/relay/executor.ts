@@ -1,0 +1,382 @@
+/**
+ * The executor side of remote mode: register with the environment registry,
+ * keep one outbound WebSocket to the rendezvous, and serve one encrypted
+ * virtual stream per harness on it — each an ordinary exec-server
+ * connection (`detach` on loss, so a harness that reconnects resumes).
+ *
+ * Per stream: Noise responder with the prologue bound to environment,
+ * registration and stream; the harness key checked with the registry
+ * (`/validate`, 10 s) while the handshake is held half-open; a 401 answered
+ * with the authenticated rejection payload, anything else with a Reset.
+ * Limits: 128 active streams, 32 pending validations, 8 failed handshakes
+ * start a 10 s cooldown, 128 queued inbound messages per stream.
+ *
+ * Socket policy: pings every 30 s, no pong within 60 s closes; reconnect
+ * with a jittered backoff (1 s doubling to 30 s, sleep in [b/2, b], reset
+ * after 120 s up); any 4xx on the upgrade re-registers first.
+ *
+ * @module
+ */
+
+import { connectWebSocket, WebSocketHandshakeError } from "../jsonrpc/websocket/handshake.ts";
+import type { WebSocketChannel } from "../jsonrpc/websocket/channel.ts";
+import { type Logger, nullLogger } from "../log/logger.ts";
+import type { HandshakeState } from "../noise/handshake.ts";
+import {
+  AUTH_REJECTED_PAYLOAD,
+  authorizationFromPayload,
+  buildPrologue,
+  encodePublicKey,
+  generateIdentity,
+  type NoiseIdentity,
+  responderHandshake,
+} from "../noise/hybrid_ik.ts";
+import { RecordCipher } from "../noise/transport.ts";
+import type { ExecServer } from "../server/exec_server.ts";
+import {
+  decodeRelayFrame,
+  encodeRelayFrame,
+  frames,
+  type RelayFrame,
+  relayFrameProblem,
+} from "./frame.ts";
+import {
+  registerExecutor,
+  type Registration,
+  type RegistryEndpoint,
+  validateHarness,
+} from "./registry_client.ts";
+import { secureConnection, type SecureStream } from "./secure_connection.ts";
+
+/** Relay WebSocket frame and message limit. */
+export const RELAY_WEBSOCKET_MAX = 262_144;
+const MAX_ACTIVE = 128;
+const MAX_PENDING = 32;
+const FAILURE_BUDGET = 8;
+const COOLDOWN_MS = 10_000;
+
+/** Options of {@linkcode RemoteExecutor.start}. */
+export interface RemoteExecutorOptions {
+  /** The registry (base URL and registration bearer). */
+  readonly registry: RegistryEndpoint;
+  /** The environment to serve. */
+  readonly environmentId: string;
+  /** The server that runs each stream's session. */
+  readonly server: ExecServer;
+  /** Diagnostics. */
+  readonly logger?: Logger;
+  /** Identity (default: a fresh one, kept for the process's lifetime). */
+  readonly identity?: NoiseIdentity;
+  /** Reconnect backoff (tests shorten it). */
+  readonly backoff?: {
+    readonly initialMs?: number;
+    readonly maxMs?: number;
+    readonly resetAfterMs?: number;
+  };
+  /** Keepalive (default 30 s ping, 60 s pong timeout). */
+  readonly keepalive?: { readonly pingIntervalMs?: number; readonly pongTimeoutMs?: number };
+}
+
+type StreamState =
+  | { readonly kind: "pending"; readonly instance: number; cancelled: boolean }
+  | { readonly kind: "active"; readonly instance: number; readonly stream: SecureStream };
+
+function requestId(): string {
+  return `req_${crypto.getRandomValues(new Uint8Array(16)).toHex()}`;
+}
+
+/** See the module documentation. */
+export class RemoteExecutor implements AsyncDisposable {
+  /** The executor's identity. */
+  readonly identity: NoiseIdentity;
+  #options: RemoteExecutorOptions;
+  #logger: Logger;
+  #registration: Registration;
+  #closed = false;
+  #channel: WebSocketChannel | null = null;
+  #loop: Promise<void> = Promise.resolve();
+  #wake: (() => void) | null = null;
+  #connectedOnce = Promise.withResolvers<void>();
+  #failures = 0;
+  #cooldownUntil = 0;
+  #instances = 0;
+  #streams = new Map<string, StreamState>();
+  #pending = 0;
+
+  private constructor(
+    options: RemoteExecutorOptions,
+    identity: NoiseIdentity,
+    registration: Registration,
+  ) {
+    this.#options = options;
+    this.#logger = options.logger ?? nullLogger;
+    this.identity = identity;
+    this.#registration = registration;
+  }
+
+  /** Registers (errors are thrown) and starts serving in the background. */
+  static async start(options: RemoteExecutorOptions): Promise<RemoteExecutor> {
+    const identity = options.identity ?? generateIdentity();
+    const registration = await registerExecutor(
+      options.registry,
+      options.environmentId,
+      identity.publicKey,
+    );
+    const executor = new RemoteExecutor(options, identity, registration);
+    executor.#loop = executor.#run();
+    return executor;
+  }
+
+  /** The current registration. */
+  get registration(): Registration {
+    return this.#registration;
+  }
+
+  /** Active streams. */
+  get activeStreams(): number {
+    let n = 0;
+    for (const s of this.#streams.values()) if (s.kind === "active") n++;
+    return n;
+  }
+
+  /** Resolves after the first successful rendezvous connection. */
+  get connected(): Promise<void> {
+    return this.#connectedOnce.promise;
+  }
+
+  /** Drops the rendezvous socket now (it reconnects; for tests and diagnostics). */
+  dropSocket(): void {
+    this.#channel?.abort("dropped");
+  }
+
+  async #sleep(ms: number): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#wake = null;
+        resolve();
+      }, ms);
+      this.#wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  async #run(): Promise<void> {
+    const initial = this.#options.backoff?.initialMs ?? 1000;
+    const max = this.#options.backoff?.maxMs ?? 30_000;
+    const resetAfter = this.#options.backoff?.resetAfterMs ?? 120_000;
+    let base = initial;
+    const backoff = async () => {
+      await this.#sleep(base / 2 + Math.random() * (base / 2));
+      base = Math.min(base * 2, max);
+    };
+    while (!this.#closed) {
+      let channel: WebSocketChannel;
+      try {
+        channel = await connectWebSocket(this.#registration.url, {
+          headers: { "x-request-id": requestId() },
+          maxFrameBytes: RELAY_WEBSOCKET_MAX,
+          maxMessageBytes: RELAY_WEBSOCKET_MAX,
+          pingIntervalMs: this.#options.keepalive?.pingIntervalMs ?? 30_000,
+          pongTimeoutMs: this.#options.keepalive?.pongTimeoutMs ?? 60_000,
+          timeoutMs: 10_000,
+        });
+      } catch (error) {
+        const status = error instanceof WebSocketHandshakeError ? error.status ?? 0 : 0;
+        this.#logger.warn("remote.connect_failed", { status, error: (error as Error).message });
+        if (status >= 400 && status < 500 && !this.#closed) {
+          try {
+            this.#registration = await registerExecutor(
+              this.#options.registry,
+              this.#options.environmentId,
+              this.identity.publicKey,
+            );
+            this.#logger.info("remote.reregistered", {
+              registration: this.#registration.executorRegistrationId,
+            });
+          } catch (e) {
+            this.#logger.warn("remote.register_failed", { error: (e as Error).message });
+          }
+        }
+        if (!this.#closed) await backoff();
+        continue;
+      }
+      if (this.#closed) {
+        channel.abort("closed");
+        break;
+      }
+      this.#channel = channel;
+      this.#connectedOnce.resolve();
+      this.#logger.info("remote.connected", { environment: this.#options.environmentId });
+      const started = Date.now();
+      await this.#serve(channel);
+      this.#channel = null;
+      if (Date.now() - started >= resetAfter) base = initial;
+      if (!this.#closed) await backoff();
+    }
+  }
+
+  async #serve(channel: WebSocketChannel): Promise<void> {
+    const send = (frame: RelayFrame) => channel.send(encodeRelayFrame(frame));
+    try {
+      for await (const message of channel.messages) {
+        if (typeof message === "string") continue;
+        let frame: RelayFrame;
+        try {
+          frame = decodeRelayFrame(message);
+        } catch {
+          continue;
+        }
+        if (relayFrameProblem(frame) !== null) continue;
+        this.#dispatch(frame, send);
+      }
+    } catch (error) {
+      this.#logger.debug("remote.socket_error", { error: (error as Error).message });
+    }
+    const info = await channel.closed;
+    this.#logger.info("remote.disconnected", { reason: info.reason });
+    for (const [id, s] of this.#streams) {
+      if (s.kind === "pending") s.cancelled = true;
+      else s.stream.terminate("executor socket closed");
+      this.#streams.delete(id);
+    }
+  }
+
+  #reset(send: (f: RelayFrame) => Promise<void>, streamId: string): void {
+    send(frames.reset(streamId)).catch(() => {});
+  }
+
+  #fail(): void {
+    this.#failures++;
+    if (this.#failures >= FAILURE_BUDGET) {
+      this.#cooldownUntil = Date.now() + COOLDOWN_MS;
+      this.#failures = 0;
+      this.#logger.warn("remote.handshake_cooldown", { seconds: COOLDOWN_MS / 1000 });
+    }
+  }
+
+  #dispatch(frame: RelayFrame, send: (f: RelayFrame) => Promise<void>): void {
+    const id = frame.streamId;
+    const body = frame.body!;
+    const state = this.#streams.get(id);
+    switch (body.kind) {
+      case "handshake": {
+        if (Date.now() < this.#cooldownUntil) return this.#reset(send, id);
+        if (state?.kind === "active") return this.#reset(send, id);
+        if (state?.kind === "pending") {
+          state.cancelled = true;
+          this.#streams.delete(id);
+          this.#pending--;
+          this.#fail();
+          return this.#reset(send, id);
+        }
+        if (this.activeStreams >= MAX_ACTIVE || this.#pending >= MAX_PENDING) {
+          return this.#reset(send, id);
+        }
+        return this.#handshake(id, body.payload, send);
+      }
+      case "data": {
+        if (state?.kind === "active") {
+          state.stream.acceptData(body.seq, body.payload);
+          return;
+        }
+        if (state?.kind === "pending") {
+          state.cancelled = true;
+          this.#streams.delete(id);
+          this.#pending--;
+          this.#fail();
+        }
+        return this.#reset(send, id);
+      }
+      case "reset": {
+        if (state?.kind === "pending") {
+          state.cancelled = true;
+          this.#pending--;
+        } else if (state?.kind === "active") state.stream.terminate("reset by the harness");
+        this.#streams.delete(id);
+        return;
+      }
+      default:
+        return; // resume, ack, heartbeat
+    }
+  }
+
+  #handshake(id: string, msg1: Uint8Array, send: (f: RelayFrame) => Promise<void>): void {
+    const registration = this.#registration;
+    let hs: HandshakeState;
+    let authorization: string;
+    try {
+      hs = responderHandshake(
+        this.identity,
+        buildPrologue(this.#options.environmentId, registration.executorRegistrationId, id),
+      );
+      authorization = authorizationFromPayload(hs.readMessage(msg1));
+    } catch (error) {
+      this.#logger.debug("remote.handshake_rejected", { error: (error as Error).message });
+      this.#fail();
+      return this.#reset(send, id);
+    }
+    const instance = ++this.#instances;
+    const pending: StreamState = { kind: "pending", instance, cancelled: false };
+    this.#streams.set(id, pending);
+    this.#pending++;
+    (async () => {
+      const verdict = await validateHarness(
+        this.#options.registry,
+        this.#options.environmentId,
+        id,
+        {
+          executor_registration_id: registration.executorRegistrationId,
+          harness_public_key: encodePublicKey(hs.remoteStatic!),
+          harness_key_authorization: authorization,
+        },
+      );
+      if (pending.cancelled) return;
+      this.#pending--;
+      if (verdict !== "valid") {
+        this.#streams.delete(id);
+        this.#fail();
+        if (verdict === "unauthorized") {
+          await send(
+            frames.handshake(id, hs.writeMessage(new TextEncoder().encode(AUTH_REJECTED_PAYLOAD))),
+          ).catch(() => {});
+        }
+        return this.#reset(send, id);
+      }
+      this.#failures = 0;
+      const msg2 = hs.writeMessage();
+      const { send: tx, receive: rx } = hs.split();
+      const stream = secureConnection(new RecordCipher(tx), new RecordCipher(rx), {
+        sendData: (seq, ct) => send(frames.data(id, seq, ct)),
+        end: () => {
+          const current = this.#streams.get(id);
+          if (current?.instance === instance) {
+            this.#streams.delete(id);
+            this.#reset(send, id);
+          }
+        },
+      }, { label: `relay stream ${id}`, maxQueuedMessages: 128 });
+      await send(frames.handshake(id, msg2));
+      this.#streams.set(id, { kind: "active", instance, stream });
+      this.#options.server.serve(stream.connection, "detach").catch(() => {});
+    })().catch((error) => {
+      this.#logger.warn("remote.stream_failed", { error: (error as Error).message });
+      this.#streams.delete(id);
+      this.#reset(send, id);
+    });
+  }
+
+  /** Stops reconnecting and closes the socket (sessions stay resumable until their TTL). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#wake?.();
+    this.#channel?.abort("executor closing");
+    await this.#loop;
+  }
+
+  /** Same as {@linkcode close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * The harness side of remote mode: for every physical connection, fetch a
+ * fresh single-use bundle from the registry (`connect`), open a WebSocket to
+ * the rendezvous URL with a new UUID stream id, claim it (Resume), run the
+ * Noise handshake against the pinned executor key, and hand back an
+ * ordinary JSON-RPC connection — so the client library's reconnect and
+ * session resume work unchanged over it.
+ *
+ * @module
+ */
+
+import type { OpenedTransport } from "../client/transports.ts";
+import { connectWebSocket, WebSocketHandshakeError } from "../jsonrpc/websocket/handshake.ts";
+import type { WebSocketChannel } from "../jsonrpc/websocket/channel.ts";
+import {
+  AUTH_REJECTED_PAYLOAD,
+  buildPrologue,
+  generateIdentity,
+  initiatorHandshake,
+  type NoiseIdentity,
+} from "../noise/hybrid_ik.ts";
+import { RecordCipher } from "../noise/transport.ts";
+import {
+  decodeRelayFrame,
+  encodeRelayFrame,
+  frames,
+  type RelayFrame,
+  relayFrameProblem,
+} from "./frame.ts";
+import { RELAY_WEBSOCKET_MAX } from "./executor.ts";
+import { type ConnectBundle, connectHarness } from "./registry_client.ts";
+import { harnessInboundLimit, secureConnection } from "./secure_connection.ts";
+
+/** Where an environment is reached through a relay. */
+export interface RendezvousProvider {
+  /** Registry base URL. */
+  readonly registryUrl: string;
+  /** The environment. */
+  readonly environmentId: string;
+  /** Harness API token (bearer). */
+  readonly token: string;
+  /** `chatgpt-account-id`, when needed. */
+  readonly accountId?: string;
+}
+
+/** The relay path failed (before or during the handshake). */
+export class RendezvousError extends Error {
+  /** Creates the error. */
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "RendezvousError";
+  }
+}
+
+async function open(bundle: ConnectBundle): Promise<WebSocketChannel> {
+  return await connectWebSocket(bundle.url, {
+    maxFrameBytes: RELAY_WEBSOCKET_MAX,
+    maxMessageBytes: RELAY_WEBSOCKET_MAX,
+    pingIntervalMs: 30_000,
+    pongTimeoutMs: 60_000,
+    timeoutMs: 10_000,
+  });
+}
+
+/** Reads frames for `streamId` until msg 2 (others and control frames are skipped). */
+async function awaitMsg2(
+  reader: ReadableStreamDefaultReader<string | Uint8Array>,
+  streamId: string,
+): Promise<Uint8Array> {
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new RendezvousError("the relay closed the connection during the handshake");
+    if (typeof value === "string") {
+      throw new RendezvousError("unexpected text message from the relay");
+    }
+    let frame: RelayFrame;
+    try {
+      frame = decodeRelayFrame(value);
+    } catch {
+      throw new RendezvousError("malformed relay frame during the handshake");
+    }
+    if (frame.streamId !== streamId) continue;
+    if (relayFrameProblem(frame) !== null) {
+      throw new RendezvousError("malformed relay frame during the handshake");
+    }
+    const body = frame.body!;
+    if (body.kind === "handshake") return body.payload;
+    if (body.kind === "reset") throw new RendezvousError("Noise relay stream reset");
+    if (body.kind === "data") {
+      throw new RendezvousError("relay data before the handshake completed");
+    }
+  }
+}
+
+/**
+ * A `transport` factory for `connect()`: each call is one physical
+ * connection through the relay (the identity is kept across calls).
+ */
+export function rendezvousTransport(
+  provider: RendezvousProvider,
+  options: { identity?: NoiseIdentity } = {},
+): () => Promise<OpenedTransport> {
+  const identity = options.identity ?? generateIdentity();
+  const endpoint = {
+    url: provider.registryUrl,
+    bearer: provider.token,
+    ...(provider.accountId ? { accountId: provider.accountId } : {}),
+  };
+  return async () => {
+    let bundle = await connectHarness(endpoint, provider.environmentId, identity.publicKey);
+    let channel: WebSocketChannel;
+    try {
+      channel = await open(bundle);
+    } catch (error) {
+      if (!(error instanceof WebSocketHandshakeError) || error.status !== 401) throw error;
+      bundle = await connectHarness(endpoint, provider.environmentId, identity.publicKey);
+      channel = await open(bundle);
+    }
+    const streamId = crypto.randomUUID();
+    const reader = channel.messages.getReader();
+    const send = (frame: RelayFrame) => channel.send(encodeRelayFrame(frame));
+    let stream;
+    try {
+      const hs = initiatorHandshake(
+        identity,
+        bundle.executorPublicKey,
+        buildPrologue(bundle.environmentId, bundle.executorRegistrationId, streamId),
+      );
+      await send(frames.resume(streamId));
+      await send(
+        frames.handshake(
+          streamId,
+          hs.writeMessage(new TextEncoder().encode(bundle.harnessKeyAuthorization)),
+        ),
+      );
+      const payload = hs.readMessage(await awaitMsg2(reader, streamId));
+      if (payload.length > 0) {
+        const text = new TextDecoder().decode(payload);
+        throw new RendezvousError(
+          text === AUTH_REJECTED_PAYLOAD
+            ? "environment registry rejected executor credentials"
+            : "handshake response payload must be empty",
+        );
+      }
+      const { send: tx, receive: rx } = hs.split();
+      stream = secureConnection(new RecordCipher(tx), new RecordCipher(rx), {
+        sendData: (seq, ct) => send(frames.data(streamId, seq, ct)),
+        end: () => {
+          send(frames.reset(streamId)).catch(() => {});
+          channel.close(1000, "").catch(() => {});
+        },
+      }, { label: `relay ${bundle.environmentId}`, inboundLimit: harnessInboundLimit });
+    } catch (error) {
+      channel.abort("handshake failed");
+      throw error instanceof RendezvousError
+        ? error
+        : new RendezvousError(`relay handshake failed: ${(error as Error).message}`, {
+          cause: error,
+        });
+    }
+    const s = stream;
+    // Pump frames for our stream into the secure connection (with backpressure).
+    (async () => {
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          if (typeof value === "string") throw new Error("unexpected text message from the relay");
+          const frame = decodeRelayFrame(value);
+          if (frame.streamId !== streamId) continue;
+          if (relayFrameProblem(frame) !== null) throw new Error("malformed relay frame");
+          const body = frame.body!;
+          if (body.kind === "data") await s.acceptData(body.seq, body.payload);
+          else if (body.kind === "reset") throw new Error("Noise relay stream reset");
+        }
+        s.terminate("relay connection closed");
+      } catch (error) {
+        s.terminate((error as Error).message);
+      }
+      channel.abort("stream ended");
+    })();
+    return {
+      connection: s.connection,
+      label: `relay ${bundle.environmentId}`,
+      close() {
+        s.connection.close("client closed");
+        channel.abort("client closed");
+        return Promise.resolve();
+      },
+    };
+  };
+}

@@ -1,0 +1,278 @@
+/**
+ * The environment registry's HTTP API as both Codex clients use it:
+ * `register` and `validate` (executor), `connect` (harness). POST with a
+ * JSON body, `authorization: Bearer`, redirects never followed, the error
+ * body `{"error":{"code","message"}}`, and the retry rules of each call.
+ *
+ * @module
+ */
+
+import { decodePublicKey, type NoisePublicKey, SECURITY_PROFILE } from "../noise/hybrid_ik.ts";
+import type { RemoteKey } from "../noise/handshake.ts";
+
+/** How to reach a registry. */
+export interface RegistryEndpoint {
+  /** Base URL (trailing slashes ignored). */
+  readonly url: string;
+  /** Bearer token. */
+  readonly bearer: string;
+  /** `chatgpt-account-id` header, when set. */
+  readonly accountId?: string;
+}
+
+/** A registry answered with an error (or not at all). */
+export class RegistryError extends Error {
+  /** Creates the error. */
+  constructor(message: string, readonly status: number | null, readonly code: string | null) {
+    super(message);
+    this.name = "RegistryError";
+  }
+
+  /** Worth retrying for a harness `connect`. */
+  get retryable(): boolean {
+    if (this.status === null) return true;
+    return this.status >= 500 || this.status === 408 || this.status === 429 ||
+      (this.status === 409 && this.code === "environment_offline");
+  }
+}
+
+async function post(
+  endpoint: RegistryEndpoint,
+  path: string,
+  body: unknown,
+  timeoutMs: number,
+  extraHeaders: Record<string, string> = {},
+): Promise<{ status: number; json: unknown }> {
+  const url = `${endpoint.url.trim().replace(/\/+$/, "")}/${path}`;
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: "*/*",
+    authorization: `Bearer ${endpoint.bearer}`,
+    ...extraHeaders,
+  };
+  if (endpoint.accountId) headers["chatgpt-account-id"] = endpoint.accountId;
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body),
+      redirect: "manual",
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  } catch (error) {
+    throw new RegistryError(
+      `environment registry request failed: ${(error as Error).message}`,
+      null,
+      null,
+    );
+  }
+  let json: unknown = null;
+  try {
+    json = await response.json();
+  } catch { /* empty or not JSON */ }
+  return { status: response.status, json };
+}
+
+function failure(status: number, json: unknown, what: string): RegistryError {
+  const error = (json as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+  const code = typeof error?.code === "string" ? error.code : null;
+  if (status === 401 || status === 403) {
+    return new RegistryError(
+      `environment registry rejected the ${what} credentials (HTTP ${status})`,
+      status,
+      code,
+    );
+  }
+  if (status >= 300 && status < 400) {
+    return new RegistryError(
+      `environment registry redirected the ${what} request (HTTP ${status})`,
+      status,
+      code,
+    );
+  }
+  const message = typeof error?.message === "string" ? `: ${error.message}` : "";
+  return new RegistryError(
+    `environment registry ${what} failed with HTTP ${status}${code ? ` (${code})` : ""}${message}`,
+    status,
+    code,
+  );
+}
+
+/** A registration. */
+export interface Registration {
+  /** The environment. */
+  readonly environmentId: string;
+  /** The rendezvous URL for the executor socket. */
+  readonly url: string;
+  /** Binds handshakes to this registration. */
+  readonly executorRegistrationId: string;
+}
+
+/** `POST …/register`, retrying only 503 `registration_conflict` (500 ms·2^n ≤ 5 s + jitter). */
+export async function registerExecutor(
+  endpoint: RegistryEndpoint,
+  environmentId: string,
+  publicKey: NoisePublicKey,
+  options: { maxAttempts?: number } = {},
+): Promise<Registration> {
+  for (let attempt = 0;; attempt++) {
+    const { status, json } = await post(
+      endpoint,
+      `cloud/environment/${encodeURIComponent(environmentId)}/register`,
+      { security_profile: SECURITY_PROFILE, executor_public_key: publicKey },
+      10_000,
+    );
+    if (status === 200) {
+      const r = json as {
+        environment_id?: unknown;
+        url?: unknown;
+        security_profile?: unknown;
+        executor_registration_id?: unknown;
+      };
+      if (r?.environment_id !== environmentId) {
+        throw new RegistryError(
+          "environment registry returned a different environment id",
+          status,
+          null,
+        );
+      }
+      if (r.security_profile !== SECURITY_PROFILE) {
+        throw new RegistryError(
+          "environment registry returned an unsupported security profile",
+          status,
+          null,
+        );
+      }
+      if (typeof r.url !== "string" || typeof r.executor_registration_id !== "string") {
+        throw new RegistryError(
+          "environment registry returned an incomplete registration",
+          status,
+          null,
+        );
+      }
+      return { environmentId, url: r.url, executorRegistrationId: r.executor_registration_id };
+    }
+    const error = failure(status, json, "register");
+    if (
+      status !== 503 || error.code !== "registration_conflict" ||
+      attempt + 1 >= (options.maxAttempts ?? 8)
+    ) throw error;
+    const base = Math.min(500 * 2 ** Math.min(attempt, 4), 5000);
+    await new Promise((r) => setTimeout(r, base + Math.random() * base / 2));
+  }
+}
+
+/** The registry's verdict on a harness key. */
+export type ValidationResult = "valid" | "invalid" | "unauthorized";
+
+/** `POST …/validate` (10 s): 200 `{valid:true}` → valid; 401 → unauthorized; anything else → invalid. */
+export async function validateHarness(
+  endpoint: RegistryEndpoint,
+  environmentId: string,
+  streamId: string,
+  body: {
+    executor_registration_id: string;
+    harness_public_key: NoisePublicKey;
+    harness_key_authorization: string;
+  },
+): Promise<ValidationResult> {
+  try {
+    const { status, json } = await post(
+      endpoint,
+      `cloud/environment/${encodeURIComponent(environmentId)}/validate`,
+      body,
+      10_000,
+      { "x-codex-noise-stream-id": streamId },
+    );
+    if (status === 401) return "unauthorized";
+    return status === 200 && (json as { valid?: unknown } | null)?.valid === true
+      ? "valid"
+      : "invalid";
+  } catch {
+    return "invalid";
+  }
+}
+
+/** What a harness needs for one connection. */
+export interface ConnectBundle {
+  /** The environment. */
+  readonly environmentId: string;
+  /** The rendezvous URL for this connection. */
+  readonly url: string;
+  /** The executor's current registration. */
+  readonly executorRegistrationId: string;
+  /** The executor's pinned key. */
+  readonly executorPublicKey: RemoteKey;
+  /** Single-use authorization for msg 1. */
+  readonly harnessKeyAuthorization: string;
+}
+
+async function connectOnce(
+  endpoint: RegistryEndpoint,
+  environmentId: string,
+  harnessKey: NoisePublicKey,
+): Promise<ConnectBundle> {
+  const { status, json } = await post(
+    endpoint,
+    `cloud/environment/${encodeURIComponent(environmentId)}/connect`,
+    { harness_public_key: harnessKey },
+    6_000,
+  );
+  if (status !== 200) throw failure(status, json, "connect");
+  const r = json as Record<string, unknown>;
+  const nonBlank = (v: unknown) => typeof v === "string" && v.trim() !== "";
+  if (r?.environment_id !== environmentId) {
+    throw new RegistryError(
+      "environment registry returned a different environment id",
+      status,
+      null,
+    );
+  }
+  if (r.security_profile !== SECURITY_PROFILE) {
+    throw new RegistryError(
+      "environment registry returned an unsupported security profile",
+      status,
+      null,
+    );
+  }
+  if (
+    !nonBlank(r.url) || !nonBlank(r.executor_registration_id) ||
+    !nonBlank(r.harness_key_authorization)
+  ) {
+    throw new RegistryError(
+      "environment registry returned an incomplete connect bundle",
+      status,
+      null,
+    );
+  }
+  return {
+    environmentId,
+    url: r.url as string,
+    executorRegistrationId: r.executor_registration_id as string,
+    executorPublicKey: decodePublicKey(r.executor_public_key),
+    harnessKeyAuthorization: r.harness_key_authorization as string,
+  };
+}
+
+/** `POST …/connect`: up to 4 retries on retryable errors, 6 s per call, 14 s in all. */
+export async function connectHarness(
+  endpoint: RegistryEndpoint,
+  environmentId: string,
+  harnessKey: NoisePublicKey,
+): Promise<ConnectBundle> {
+  const deadline = Date.now() + 14_000;
+  for (let attempt = 0;; attempt++) {
+    try {
+      return await connectOnce(endpoint, environmentId, harnessKey);
+    } catch (error) {
+      if (
+        !(error instanceof RegistryError) || !error.retryable || attempt >= 4 ||
+        Date.now() + 250 > deadline
+      ) throw error;
+      await new Promise((r) =>
+        setTimeout(r, Math.min(250 * 2 ** attempt, Math.max(0, deadline - Date.now())))
+      );
+    }
+  }
+}

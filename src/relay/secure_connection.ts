@@ -1,0 +1,182 @@
+/**
+ * A JSON-RPC {@linkcode Connection} over one encrypted relay stream: outbound
+ * messages are length-prefixed, cut into ≤ 61 440-byte records, sealed in
+ * order and sent as Data frames with consecutive `seq`; inbound Data frames
+ * are put in order (never decrypted twice or out of order), opened,
+ * reassembled and decoded. Any violation ends the stream.
+ *
+ * @module
+ */
+
+import { type CloseInfo, closeLatch, type Connection } from "../jsonrpc/connection.ts";
+import { decodeMessage, type IncomingMessage } from "../jsonrpc/message.ts";
+import { createOutputSink } from "../jsonrpc/output_sink.ts";
+import { MAX_RECORD_PLAINTEXT, type RecordCipher } from "../noise/transport.ts";
+import { lengthPrefixFraming, MAX_RELAY_MESSAGE, MessageAssembler } from "./message_framing.ts";
+import { OrderedCiphertext, SequenceCounter } from "./ordered.ts";
+
+/** How the stream reaches its socket. */
+export interface SecureStreamIo {
+  /** Sends one Data frame; resolves when the socket took it. */
+  sendData(seq: number, ciphertext: Uint8Array): Promise<void>;
+  /** The stream ended locally or by a violation: reset/close it. */
+  end(reason: string): void;
+}
+
+/** Options of {@linkcode secureConnection}. */
+export interface SecureConnectionOptions {
+  /** For logs. */
+  readonly label: string;
+  /**
+   * The largest inbound message of a given kind (harness limits), or
+   * `null` for the default 64 MiB.
+   */
+  readonly inboundLimit?: (message: IncomingMessage) => number | null;
+  /** Inbound messages that may wait; more is a violation (executor: 128). `Infinity` to apply backpressure instead. */
+  readonly maxQueuedMessages?: number;
+}
+
+/** The connection plus the inbound entry point for its socket reader. */
+export interface SecureStream {
+  /** The JSON-RPC connection. */
+  readonly connection: Connection;
+  /**
+   * Hands an inbound Data frame in; resolves when it was processed (and,
+   * with backpressure, when the reader has room again).
+   */
+  acceptData(seq: number, payload: Uint8Array): Promise<void>;
+  /** Ends the stream because its socket or peer went away. */
+  terminate(reason: string): void;
+}
+
+/** The default and the harness-side limits of inbound messages. */
+export const HARNESS_REQUEST_LIMIT = 8 * 1024;
+/** Limit of data notifications at the harness. */
+export const HARNESS_DATA_NOTIFICATION_LIMIT = 2 * 1024 * 1024;
+const DATA_NOTIFICATIONS = new Set([
+  "process/output",
+  "process/exited",
+  "process/closed",
+  "http/request/bodyDelta",
+]);
+
+/** The harness's inbound limits: 8 KiB requests/notifications, 2 MiB data notifications, 64 MiB responses. */
+export function harnessInboundLimit(message: IncomingMessage): number | null {
+  const m = message as { method?: unknown };
+  if (typeof m.method !== "string") return null;
+  return DATA_NOTIFICATIONS.has(m.method) ? HARNESS_DATA_NOTIFICATION_LIMIT : HARNESS_REQUEST_LIMIT;
+}
+
+/** Builds the stream over the split cipher states. */
+export function secureConnection(
+  send: RecordCipher,
+  receive: RecordCipher,
+  io: SecureStreamIo,
+  options: SecureConnectionOptions,
+): SecureStream {
+  const latch = closeLatch();
+  const ordered = new OrderedCiphertext();
+  const seq = new SequenceCounter();
+  const assembler = new MessageAssembler();
+  const textDecoder = new TextDecoder("utf-8", { fatal: true });
+  const maxQueued = options.maxQueuedMessages ?? Infinity;
+  let controller!: ReadableStreamDefaultController<IncomingMessage>;
+  let chain: Promise<void> = Promise.resolve();
+  let room: PromiseWithResolvers<void> | null = null;
+
+  const finish = (info: CloseInfo, notifyPeer: boolean) => {
+    if (latch.done) return;
+    latch.resolve(info);
+    output.fail(new Error(`relay stream closed: ${info.reason}`));
+    try {
+      controller.close();
+    } catch { /* closed */ }
+    room?.resolve();
+    if (notifyPeer) io.end(info.reason);
+  };
+
+  const readable = new ReadableStream<IncomingMessage>({
+    start(c) {
+      controller = c;
+    },
+    pull() {
+      room?.resolve();
+      room = null;
+    },
+    cancel() {
+      finish({ reason: "closed locally" }, true);
+    },
+  }, { highWaterMark: 16 });
+
+  const deliver = (bytes: Uint8Array) => {
+    let text: string;
+    try {
+      text = textDecoder.decode(bytes);
+    } catch {
+      throw new Error("invalid UTF-8 in a relay JSON-RPC message");
+    }
+    const message = decodeMessage(text, `failed to parse JSON-RPC message from ${options.label}`);
+    const limit = options.inboundLimit?.(message) ?? null;
+    if (limit !== null && bytes.length > limit) {
+      throw new Error(`Noise relay JSON-RPC message exceeds maximum length of ${limit} bytes`);
+    }
+    controller.enqueue(message);
+    if ((controller.desiredSize ?? 0) < -maxQueued) {
+      throw new Error("relay stream inbound queue overflow");
+    }
+  };
+
+  const output = createOutputSink(
+    lengthPrefixFraming,
+    async (bytes) => {
+      for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT) {
+        const record = await send.seal(bytes.subarray(at, at + MAX_RECORD_PLAINTEXT));
+        await io.sendData(seq.take(), record);
+      }
+    },
+    () => {
+      finish({ reason: "closed locally" }, true);
+      return Promise.resolve();
+    },
+  );
+
+  const connection: Connection = {
+    readable,
+    writable: new WritableStream(output.sink),
+    closed: latch.promise,
+    label: options.label,
+    maxOutgoingBytes: MAX_RELAY_MESSAGE,
+    flushed: () => output.flushed(),
+    close(reason = "closed locally") {
+      finish({ reason }, true);
+    },
+  };
+
+  return {
+    connection,
+    acceptData(s, payload) {
+      if (latch.done) return Promise.resolve();
+      const task = chain.then(async () => {
+        if (latch.done) return;
+        try {
+          for (const record of ordered.accept(s, payload)) {
+            const plaintext = await receive.open(record);
+            assembler.push(plaintext, deliver);
+          }
+        } catch (error) {
+          finish({ reason: (error as Error).message, error }, true);
+          return;
+        }
+        if (maxQueued === Infinity && (controller.desiredSize ?? 1) <= 0 && !latch.done) {
+          room ??= Promise.withResolvers<void>();
+          await room.promise;
+        }
+      });
+      chain = task;
+      return task;
+    },
+    terminate(reason) {
+      finish({ reason }, false);
+    },
+  };
+}

@@ -1,0 +1,222 @@
+/**
+ * `exec-server relay`: one process serving the environment registry and the
+ * rendezvous WebSockets on one port (`Deno.listen`, our own HTTP/1.1 and
+ * RFC 6455 code so frame limits and backpressure are ours). Several nodes
+ * share state through one Deno KV (see `store.ts`).
+ *
+ * Routes: `POST /cloud/environment/{id}/register|validate|connect` (JSON,
+ * bodies ≤ 1 MiB), `GET /ws/{environment|harness}/{id}?…` (signed upgrade;
+ * rejections carry `x-codex-rendezvous-rejection-reason`), `GET /readyz`.
+ *
+ * @module
+ */
+
+import { acceptWebSocket, upgradeProblem } from "../../jsonrpc/websocket/handshake.ts";
+import { type Logger, nullLogger } from "../../log/logger.ts";
+import { encodeResponse, HttpHeadError, readHead } from "../../util/http1.ts";
+import { RELAY_WEBSOCKET_MAX } from "../executor.ts";
+import { handleRegistryRequest } from "./registry_api.ts";
+import { Rendezvous } from "./rendezvous.ts";
+import { RendezvousRejection, verifyRendezvousUrl } from "./signing.ts";
+import { RelayStore } from "./store.ts";
+
+/** Options of {@linkcode startRelayServer}. */
+export interface RelayServerOptions {
+  /** Interface. Default `127.0.0.1`. */
+  readonly hostname?: string;
+  /** Port (`0`: any). */
+  readonly port: number;
+  /** KV path or URL (default: in memory, single node). */
+  readonly kv?: string;
+  /** The URL clients reach this node at (default: `http://<bound address>`). */
+  readonly publicUrl?: string;
+  /** Diagnostics. */
+  readonly logger?: Logger;
+  /** Observes forwarded frames (tests). */
+  readonly onForward?: (bytes: Uint8Array, direction: "to_executor" | "to_harness") => void;
+}
+
+/** A running relay node. */
+export interface RelayServer extends AsyncDisposable {
+  /** Bound address. */
+  readonly addr: Deno.NetAddr;
+  /** This node's public base URL (registry base URL for clients). */
+  readonly url: string;
+  /** The state store (token management). */
+  readonly store: RelayStore;
+  /** Executors connected to this node. */
+  readonly executorCount: number;
+  /** Stops serving and closes the store. */
+  close(): Promise<void>;
+}
+
+const MAX_BODY = 1024 * 1024;
+
+function json(status: number, body: unknown, extra: Record<string, string> = {}): Uint8Array {
+  return encodeResponse(
+    status,
+    { "content-type": "application/json", ...extra },
+    JSON.stringify(body),
+  );
+}
+
+/** Starts a relay node. */
+export async function startRelayServer(options: RelayServerOptions): Promise<RelayServer> {
+  const logger = options.logger ?? nullLogger;
+  const store = await RelayStore.open(options.kv);
+  const secret = await store.secret();
+  const listener = Deno.listen({ hostname: options.hostname ?? "127.0.0.1", port: options.port });
+  const addr = listener.addr as Deno.NetAddr;
+  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  const url = (options.publicUrl ?? `http://${host}:${addr.port}`).replace(/\/+$/, "");
+  const rendezvous = new Rendezvous({
+    store,
+    nodeUrl: url,
+    logger,
+    ...(options.onForward ? { onForward: options.onForward } : {}),
+  });
+  const conns = new Set<Deno.Conn>();
+  const tasks = new Set<Promise<void>>();
+
+  async function handle(conn: Deno.Conn): Promise<void> {
+    const reader = conn.readable.getReader();
+    const writer = conn.writable.getWriter();
+    let upgraded = false;
+    try {
+      const head = await readHead(reader, { maxBytes: 16 * 1024, timeoutMs: 10_000 });
+      const [method, target] = head.startLine;
+      const path = target.split("?")[0]!;
+      if (head.headers.get("upgrade")?.toLowerCase() === "websocket") {
+        let grant;
+        try {
+          grant = await verifyRendezvousUrl(secret, target);
+          await rendezvous.check(grant);
+        } catch (error) {
+          const r = error instanceof RendezvousRejection
+            ? error
+            : new RendezvousRejection(400, "malformed_query");
+          await writer.write(
+            encodeResponse(r.status, { "x-codex-rendezvous-rejection-reason": r.reason }, ""),
+          );
+          return;
+        }
+        const problem = upgradeProblem(head);
+        if (problem) {
+          await writer.write(encodeResponse(problem.status, {}, problem.body));
+          return;
+        }
+        const channel = await acceptWebSocket(conn, writer, reader, head, {
+          maxFrameBytes: RELAY_WEBSOCKET_MAX,
+          maxMessageBytes: RELAY_WEBSOCKET_MAX,
+          pingIntervalMs: 30_000,
+          pongTimeoutMs: 60_000,
+        }, true);
+        upgraded = true;
+        if (grant.role === "environment") await rendezvous.attachExecutor(channel, grant);
+        else await rendezvous.attachHarness(channel, grant);
+        return;
+      }
+      if (method === "GET" && path === "/readyz") {
+        await writer.write(encodeResponse(200, { "content-type": "text/plain" }, "ok"));
+        return;
+      }
+      const length = Number(head.headers.get("content-length") ?? "0");
+      if (!Number.isInteger(length) || length < 0 || length > MAX_BODY) {
+        await writer.write(
+          json(413, { error: { code: "body_too_large", message: "request body too large" } }),
+        );
+        return;
+      }
+      let body = head.leftover;
+      while (body.length < length) {
+        const { value, done } = await reader.read();
+        if (done) throw new HttpHeadError(400, "connection closed inside the body");
+        const joined = new Uint8Array(body.length + value.length);
+        joined.set(body);
+        joined.set(value, body.length);
+        body = joined;
+      }
+      let parsed: unknown = null;
+      if (length > 0) {
+        try {
+          parsed = JSON.parse(new TextDecoder().decode(body.subarray(0, length)));
+        } catch {
+          await writer.write(
+            json(400, { error: { code: "invalid_json", message: "the body is not JSON" } }),
+          );
+          return;
+        }
+      }
+      const result = await handleRegistryRequest(
+        { store, secret, nodeUrl: url },
+        method,
+        path,
+        head.headers,
+        parsed,
+      );
+      if (!result) {
+        await writer.write(
+          json(404, { error: { code: "not_found", message: "no such endpoint" } }),
+        );
+        return;
+      }
+      await writer.write(json(result.status, result.body));
+    } catch (error) {
+      const status = error instanceof HttpHeadError ? error.status : 500;
+      logger.debug("relay.request_failed", { error: (error as Error).message });
+      await writer.write(encodeResponse(status, {}, "")).catch(() => {});
+    } finally {
+      if (!upgraded) {
+        await writer.close().catch(() => {});
+        try {
+          conn.close();
+        } catch { /* closed */ }
+      }
+      conns.delete(conn);
+    }
+  }
+
+  const accepting = (async () => {
+    for (;;) {
+      let conn: Deno.Conn;
+      try {
+        conn = await listener.accept();
+      } catch {
+        return;
+      }
+      (conn as Deno.TcpConn).setNoDelay?.(true);
+      conns.add(conn);
+      const task = handle(conn).catch(() => {}).finally(() => tasks.delete(task));
+      tasks.add(task);
+    }
+  })();
+
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    closing ??= (async () => {
+      try {
+        listener.close();
+      } catch { /* closed */ }
+      await accepting;
+      rendezvous.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      }
+      await Promise.allSettled([...tasks]);
+      store.close();
+    })();
+    return closing;
+  };
+  return {
+    addr,
+    url,
+    store,
+    get executorCount() {
+      return rendezvous.executorCount;
+    },
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}

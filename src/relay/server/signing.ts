@@ -1,0 +1,107 @@
+/**
+ * Signed, short-lived rendezvous URLs: the path names the role and
+ * environment, the query carries `role`, `reg` (registration id), `exp`
+ * (unix seconds), `v` (1), optionally `tok` (harness token digest prefix)
+ * and `sig` = base64url(HMAC-SHA256(secret, canonical string)). Any
+ * extra, missing or altered parameter fails with one of the reference's
+ * rejection reasons.
+ *
+ * @module
+ */
+
+/** What a signed URL grants. */
+export interface RendezvousGrant {
+  /** `environment` (executor socket) or `harness`. */
+  readonly role: "environment" | "harness";
+  /** The environment. */
+  readonly environmentId: string;
+  /** The registration. */
+  readonly registrationId: string;
+  /** Harness token digest prefix (connection accounting). */
+  readonly tokenTag?: string;
+}
+
+/** A rejected rendezvous URL: HTTP status and `x-codex-rendezvous-rejection-reason`. */
+export class RendezvousRejection extends Error {
+  /** Creates the rejection. */
+  constructor(readonly status: number, readonly reason: string) {
+    super(reason);
+    this.name = "RendezvousRejection";
+  }
+}
+
+const ALLOWED = new Set(["role", "reg", "exp", "v", "tok", "sig"]);
+
+async function hmac(secret: Uint8Array, text: string): Promise<string> {
+  const key = await crypto.subtle.importKey(
+    "raw",
+    secret as Uint8Array<ArrayBuffer>,
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(text)));
+  return mac.toBase64({ alphabet: "base64url", omitPadding: true });
+}
+
+function canonical(path: string, params: URLSearchParams): string {
+  const keys = ["role", "reg", "exp", "v", "tok"].filter((k) => params.has(k));
+  return `${path}?${keys.map((k) => `${k}=${params.get(k)}`).join("&")}`;
+}
+
+/** Signs a URL on `base` for `grant`, valid for `ttlMs`. */
+export async function signRendezvousUrl(
+  secret: Uint8Array,
+  base: string,
+  grant: RendezvousGrant,
+  ttlMs: number,
+): Promise<string> {
+  const path = `/ws/${grant.role}/${encodeURIComponent(grant.environmentId)}`;
+  const params = new URLSearchParams({
+    role: grant.role,
+    reg: grant.registrationId,
+    exp: String(Math.floor((Date.now() + ttlMs) / 1000)),
+    v: "1",
+  });
+  if (grant.tokenTag) params.set("tok", grant.tokenTag);
+  params.set("sig", await hmac(secret, canonical(path, params)));
+  const ws = base.replace(/^http/, "ws").replace(/\/+$/, "");
+  return `${ws}${path}?${params}`;
+}
+
+/** Verifies a request target; throws {@linkcode RendezvousRejection}. */
+export async function verifyRendezvousUrl(
+  secret: Uint8Array,
+  target: string,
+): Promise<RendezvousGrant> {
+  let url: URL;
+  try {
+    url = new URL(target, "http://relay.invalid");
+  } catch {
+    throw new RendezvousRejection(400, "malformed_query");
+  }
+  const m = /^\/ws\/(environment|harness)\/([^/]+)$/.exec(url.pathname);
+  if (!m) throw new RendezvousRejection(404, "unknown_route");
+  const p = url.searchParams;
+  for (const k of p.keys()) {
+    if (!ALLOWED.has(k)) throw new RendezvousRejection(400, "extra_query_param");
+  }
+  if (!p.has("role")) throw new RendezvousRejection(400, "missing_role");
+  if (p.get("role") !== m[1]) throw new RendezvousRejection(400, "invalid_role");
+  if (!p.has("exp")) throw new RendezvousRejection(400, "missing_expiry");
+  if (!p.has("sig")) throw new RendezvousRejection(401, "missing_signature");
+  if (!p.has("v")) throw new RendezvousRejection(400, "missing_version");
+  if (!p.get("reg")) throw new RendezvousRejection(400, "missing_executor_registration_id");
+  const exp = Number(p.get("exp"));
+  if (!Number.isInteger(exp)) throw new RendezvousRejection(400, "invalid_expiry");
+  if (exp * 1000 < Date.now()) throw new RendezvousRejection(401, "expired");
+  if ((await hmac(secret, canonical(url.pathname, p))) !== p.get("sig")) {
+    throw new RendezvousRejection(401, "invalid_signature");
+  }
+  return {
+    role: m[1] as "environment" | "harness",
+    environmentId: decodeURIComponent(m[2]!),
+    registrationId: p.get("reg")!,
+    ...(p.get("tok") ? { tokenTag: p.get("tok")! } : {}),
+  };
+}

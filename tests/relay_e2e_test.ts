@@ -1,0 +1,91 @@
+// Remote mode end to end on 127.0.0.1: our relay (registry + rendezvous),
+// our executor and our client, everything through the encrypted path.
+
+import { connect } from "../src/client/client.ts";
+import { nullLogger } from "../src/log/logger.ts";
+import { RemoteExecutor } from "../src/relay/executor.ts";
+import { startRelayServer } from "../src/relay/server/relay_server.ts";
+import { ExecServer } from "../src/server/exec_server.ts";
+import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
+
+async function setup(onForward?: (bytes: Uint8Array, direction: string) => void) {
+  const relay = await startRelayServer({
+    port: 0,
+    logger: nullLogger,
+    ...(onForward ? { onForward } : {}),
+  });
+  const executorToken = await relay.store.createToken("executor", "env-1");
+  const harnessToken = await relay.store.createToken("harness", "env-1");
+  const server = new ExecServer({ logger: nullLogger });
+  const executor = await RemoteExecutor.start({
+    registry: { url: relay.url, bearer: executorToken },
+    environmentId: "env-1",
+    server,
+    logger: nullLogger,
+    backoff: { initialMs: 50, maxMs: 200 },
+  });
+  await executor.connected;
+  const client = await connect({
+    rendezvous: { registryUrl: relay.url, environmentId: "env-1", token: harnessToken },
+    reconnect: { initialDelayMs: 50, maxDelayMs: 200 },
+  });
+  return {
+    relay,
+    executor,
+    server,
+    client,
+    harnessToken,
+    async [Symbol.asyncDispose]() {
+      await client.close();
+      await executor.close();
+      await server.close();
+      await relay.close();
+    },
+  };
+}
+
+Deno.test("relay e2e: processes, files and fetch through the encrypted path", async () => {
+  await using s = await setup();
+  const out = await s.client.command("/bin/sh", {
+    args: ["-c", "echo hello from the executor; echo err >&2; exit 7"],
+  }).output();
+  assertEquals(new TextDecoder().decode(out.stdout), "hello from the executor\n");
+  assertEquals(new TextDecoder().decode(out.stderr), "err\n");
+  assertEquals(out.code, 7);
+  const dir = await Deno.makeTempDir();
+  try {
+    const big = new Uint8Array(300_000).map((_, i) => (i * 7919) % 251);
+    await s.client.fs.writeFile(`${dir}/f.bin`, big);
+    const back = await s.client.fs.readFile(`${dir}/f.bin`);
+    assertEquals(back.length, big.length);
+    assert(back.every((b, i) => b === big[i]));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  const origin = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response("fetched through the relay"),
+  );
+  try {
+    const res = await s.client.fetch(`http://127.0.0.1:${origin.addr.port}/`);
+    assertEquals(await res.text(), "fetched through the relay");
+  } finally {
+    await origin.shutdown();
+  }
+});
+
+Deno.test("relay e2e: the relay never sees plaintext", async () => {
+  const seen: Uint8Array[] = [];
+  await using s = await setup((bytes) => seen.push(bytes.slice()));
+  const marker = "PLAINTEXT-MARKER-7f3a9c";
+  const out = await s.client.command("/bin/sh", {
+    args: ["-c", `echo ${marker}; echo ${marker} >&2`],
+  }).output();
+  assertStringIncludes(new TextDecoder().decode(out.stdout), marker);
+  assert(seen.length > 4, "frames were forwarded");
+  const needles = [marker, btoa(`${marker}\n`).slice(0, 16), "process/start", "jsonrpc", "argv"];
+  for (const frame of seen) {
+    const text = new TextDecoder("latin1").decode(frame);
+    for (const n of needles) assert(!text.includes(n), `the relay saw ${n}`);
+  }
+});
