@@ -89,3 +89,56 @@ Deno.test("relay e2e: the relay never sees plaintext", async () => {
     for (const n of needles) assert(!text.includes(n), `the relay saw ${n}`);
   }
 });
+
+Deno.test("relay e2e: 100 MiB of output survives the executor's socket being dropped mid-stream", async () => {
+  await using s = await setup();
+  const total = 100 * 1024 * 1024;
+  const proc = await s.client.spawn(["/bin/sh", "-c", `head -c ${total} /dev/zero | tr '\\0' 'x'`]);
+  let received = 0;
+  let dropped = false;
+  let intact = true;
+  for await (const chunk of proc.stdout) {
+    for (let i = 0; i < chunk.length; i += 997) if (chunk[i] !== 0x78) intact = false;
+    received += chunk.length;
+    if (!dropped && received > total / 3) {
+      dropped = true;
+      s.executor.dropSocket();
+    }
+  }
+  const status = await proc.status;
+  assertEquals(received, total);
+  assert(intact, "bytes arrive unchanged");
+  assertEquals(status.code, 0);
+  assert(dropped);
+});
+
+Deno.test("relay e2e: a second relay node sharing the KV file routes a harness to the node holding the executor", async () => {
+  const dir = await Deno.makeTempDir();
+  const kv = `${dir}/relay.kv`;
+  const a = await startRelayServer({ port: 0, kv, logger: nullLogger });
+  const b = await startRelayServer({ port: 0, kv, logger: nullLogger });
+  const server = new ExecServer({ logger: nullLogger });
+  try {
+    const executorToken = await a.store.createToken("executor", "env-2");
+    const harnessToken = await b.store.createToken("harness", "env-2");
+    const executor = await RemoteExecutor.start({
+      registry: { url: a.url, bearer: executorToken },
+      environmentId: "env-2",
+      server,
+      logger: nullLogger,
+    });
+    await executor.connected;
+    assertEquals(a.executorCount, 1);
+    assertEquals(b.executorCount, 0);
+    const client = await connect({ rendezvous: { registryUrl: b.url, environmentId: "env-2", token: harnessToken } });
+    const out = await client.command("echo", { args: ["via node A"] }).output();
+    assertEquals(new TextDecoder().decode(out.stdout), "via node A\n");
+    await client.close();
+    await executor.close();
+  } finally {
+    await server.close();
+    await a.close();
+    await b.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
