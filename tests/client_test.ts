@@ -11,27 +11,9 @@ import { ConnectionClosedError } from "../src/jsonrpc/errors.ts";
 import { delay } from "../src/util/async.ts";
 
 const FAKE = new URL("./fixtures/fake_server.ts", import.meta.url).pathname;
-const text = (b: Uint8Array) => new TextDecoder().decode(b);
+import { referenceBin } from "./helpers/reference.ts";
 
-/** The reference server, when installed (CI sets CODEX_REFERENCE_BIN). */
-function referenceBin(): string | null {
-  const candidates = [
-    Deno.env.get("CODEX_REFERENCE_BIN"),
-    "/tmp/codexref/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
-  ];
-  for (const c of candidates) {
-    if (
-      c && (() => {
-        try {
-          return Deno.statSync(c).isFile;
-        } catch {
-          return false;
-        }
-      })()
-    ) return c;
-  }
-  return null;
-}
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
 const ours: ConnectOptions = {
   command: {

@@ -6,6 +6,7 @@ import { nullLogger } from "../src/log/logger.ts";
 import { RemoteExecutor } from "../src/relay/executor.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
+import { referenceBin } from "./helpers/reference.ts";
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 
 async function setup(onForward?: (bytes: Uint8Array, direction: string) => void) {
@@ -130,7 +131,9 @@ Deno.test("relay e2e: a second relay node sharing the KV file routes a harness t
     await executor.connected;
     assertEquals(a.executorCount, 1);
     assertEquals(b.executorCount, 0);
-    const client = await connect({ rendezvous: { registryUrl: b.url, environmentId: "env-2", token: harnessToken } });
+    const client = await connect({
+      rendezvous: { registryUrl: b.url, environmentId: "env-2", token: harnessToken },
+    });
     const out = await client.command("echo", { args: ["via node A"] }).output();
     assertEquals(new TextDecoder().decode(out.stdout), "via node A\n");
     await client.close();
@@ -141,4 +144,60 @@ Deno.test("relay e2e: a second relay node sharing the KV file routes a harness t
     await b.close();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+const REFERENCE = referenceBin();
+
+Deno.test({
+  name:
+    "relay e2e: the real Codex 0.169 executor registers with our relay and our client drives it",
+  ignore: REFERENCE === null,
+  async fn() {
+    const relay = await startRelayServer({ port: 0, logger: nullLogger });
+    const home = await Deno.makeTempDir();
+    const executorToken = await relay.store.createToken("executor", "env-ref");
+    const harnessToken = await relay.store.createToken("harness", "env-ref");
+    const child = new Deno.Command(REFERENCE!, {
+      args: [
+        "exec-server",
+        "--remote",
+        relay.url,
+        "--environment-id",
+        "env-ref",
+        "--registration-bearer-stdin",
+      ],
+      env: { CODEX_HOME: home },
+      stdin: "piped",
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      const w = child.stdin.getWriter();
+      await w.write(new TextEncoder().encode(executorToken + "\n"));
+      await w.close();
+      for (let i = 0; i < 200 && relay.executorCount === 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assertEquals(relay.executorCount, 1);
+      const client = await connect({
+        rendezvous: { registryUrl: relay.url, environmentId: "env-ref", token: harnessToken },
+      });
+      assertEquals(client.environmentInfo?.executorVersion, "0.169.0");
+      const out = await client.command("/bin/sh", {
+        args: ["-c", "echo hi from codex; head -c 300000 /dev/zero | wc -c"],
+      }).output();
+      assertEquals(new TextDecoder().decode(out.stdout), "hi from codex\n300000\n");
+      const dir = await Deno.makeTempDir();
+      const data = new Uint8Array(200_000).map((_, i) => i % 256);
+      await client.fs.writeFile(`${dir}/x.bin`, data);
+      assertEquals((await client.fs.readFile(`${dir}/x.bin`)).length, 200_000);
+      await Deno.remove(dir, { recursive: true });
+      await client.close();
+    } finally {
+      child.kill("SIGTERM");
+      await child.status;
+      await relay.close();
+      await Deno.remove(home, { recursive: true });
+    }
+  },
 });
