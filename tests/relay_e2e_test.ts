@@ -7,6 +7,7 @@ import { RemoteExecutor } from "../src/relay/executor.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { referenceBin } from "./helpers/reference.ts";
+import { CLI } from "./helpers/wire_client.ts";
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 
 async function setup(onForward?: (bytes: Uint8Array, direction: string) => void) {
@@ -200,4 +201,80 @@ Deno.test({
       await Deno.remove(home, { recursive: true });
     }
   },
+});
+
+Deno.test("relay CLI: relay, token create, serve --remote and exec --remote as real processes", async () => {
+  const dir = await Deno.makeTempDir();
+  const kv = `${dir}/relay.kv`;
+  const run = (args: string[], stdin: "piped" | "null" = "null") =>
+    new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", CLI, ...args],
+      stdin,
+      stdout: "piped",
+      stderr: "null",
+    });
+  const token = async (role: string) =>
+    new TextDecoder().decode(
+      (await run([
+        "relay",
+        "token",
+        "create",
+        "--role",
+        role,
+        "--environment",
+        "cli-env",
+        "--kv",
+        kv,
+      ]).output()).stdout,
+    ).trim();
+  const executorToken = await token("executor");
+  const harnessToken = await token("harness");
+  await Deno.writeTextFile(`${dir}/harness.token`, harnessToken);
+  const relay = run(["relay", "--listen", "http://127.0.0.1:0", "--kv", kv, "--log-level", "error"])
+    .spawn();
+  const reader = relay.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let line = "";
+  while (!line.includes("\n")) line += (await reader.read()).value ?? "";
+  const url = line.trim();
+  const executor = run([
+    "serve",
+    "--remote",
+    url,
+    "--environment-id",
+    "cli-env",
+    "--registration-bearer-stdin",
+    "--log-level",
+    "error",
+  ], "piped").spawn();
+  const w = executor.stdin.getWriter();
+  await w.write(new TextEncoder().encode(executorToken + "\n"));
+  try {
+    let out = "";
+    for (let attempt = 0; attempt < 50 && !out.includes("remote hello"); attempt++) {
+      const r = await run([
+        "exec",
+        "--remote",
+        url,
+        "--environment-id",
+        "cli-env",
+        "--token-file",
+        `${dir}/harness.token`,
+        "--",
+        "echo",
+        "remote hello",
+      ]).output();
+      out = new TextDecoder().decode(r.stdout);
+      if (!out.includes("remote hello")) await new Promise((r) => setTimeout(r, 200));
+    }
+    assertEquals(out, "remote hello\n");
+  } finally {
+    executor.kill("SIGTERM");
+    await executor.status;
+    await w.close().catch(() => {});
+    await executor.stdout.cancel();
+    relay.kill("SIGTERM");
+    await relay.status;
+    await reader.cancel();
+    await Deno.remove(dir, { recursive: true });
+  }
 });

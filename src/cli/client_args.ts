@@ -12,6 +12,8 @@ import { readSecretFile, UsageError } from "./common.ts";
 /** Flag definitions for `node:util` `parseArgs`. */
 export const CONNECTION_FLAGS = {
   url: { type: "string" },
+  remote: { type: "string" },
+  "environment-id": { type: "string" },
   "token-file": { type: "string" },
   stdio: { type: "string" },
   "log-level": { type: "string" },
@@ -20,7 +22,10 @@ export const CONNECTION_FLAGS = {
 /** Help text for the connection flags. */
 export const CONNECTION_USAGE = `Connection (one of):
   --url <ws://HOST:PORT>       a WebSocket exec-server
-  --token-file <PATH>          bearer token for --url (absolute path)
+  --token-file <PATH>          bearer token for --url or --remote (absolute path)
+  --remote <URL> --environment-id <ID>
+                               an environment behind a registry + relay (end-to-end
+                               encrypted; the harness token comes from --token-file)
   --stdio <"CMD ARGS">         spawn a server and speak on its stdio
                                (default: this exec-server, \`serve --listen stdio\`)
   --log-level <LEVEL>          client logs on stderr (default warn)`;
@@ -67,13 +72,32 @@ export function selfServeCommand(): string[] {
 /** Builds connect options from parsed flags. */
 export function connectOptions(values: {
   url?: string;
+  remote?: string;
+  "environment-id"?: string;
   "token-file"?: string;
   stdio?: string;
   "log-level"?: string;
 }): ConnectOptions {
   const logger = createLogger({ level: (values["log-level"] ?? "warn") as LogLevel });
-  if (values.url !== undefined && values.stdio !== undefined) {
-    throw new UsageError("use either --url or --stdio, not both", 2);
+  if ([values.url, values.stdio, values.remote].filter((v) => v !== undefined).length > 1) {
+    throw new UsageError("use one of --url, --stdio or --remote", 2);
+  }
+  if (values.remote !== undefined) {
+    const environmentId = values["environment-id"];
+    if (!environmentId) throw new UsageError("--remote needs --environment-id", 2);
+    if (values["token-file"] === undefined) {
+      throw new UsageError("--remote needs --token-file (a harness token)", 2);
+    }
+    return {
+      rendezvous: {
+        registryUrl: values.remote,
+        environmentId,
+        token: readSecretFile("token-file", values["token-file"]),
+      },
+      reconnect: true,
+      logger,
+      clientName: "exec-server-cli",
+    };
   }
   if (values.url !== undefined) {
     const token = values["token-file"] !== undefined

@@ -13,6 +13,7 @@ import { runResponsesProxy } from "./responses_proxy_cmd.ts";
 import { runMcpBridge } from "./mcp_bridge_cmd.ts";
 import { runMcp } from "./mcp_cmd.ts";
 import { runProxy } from "./proxy_cmd.ts";
+import { runRelay } from "./relay_cmd.ts";
 import { runStdioToUds } from "./stdio_to_uds_cmd.ts";
 
 /** Top-level help. */
@@ -26,6 +27,7 @@ Commands:
   exec             run a program on an exec-server (stdout/stderr here, stdin forwarded)
   fs               ls, cat, put, get, stat, rm, mkdir on an exec-server
   info             print an exec-server's environment/info
+  relay            self-hostable environment registry + rendezvous relay (encrypted remote mode)
   proxy            egress policy proxy (HTTP + SOCKS5, domain policy, limited mode, MITM)
   mcp              this machine (or an exec-server's environment) as MCP tools
   mcp-bridge       run an MCP stdio server (here or on an exec-server) for MCP clients
@@ -56,6 +58,7 @@ const COMMANDS: Record<string, Command> = {
   "mcp-bridge": runMcpBridge,
   mcp: runMcp,
   proxy: runProxy,
+  relay: runRelay,
   "stdio-to-uds": runStdioToUds,
 };
 

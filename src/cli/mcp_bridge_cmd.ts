@@ -95,7 +95,7 @@ export async function runMcpBridge(args: string[]): Promise<number> {
     ...(flags.cwd !== undefined ? { cwd: flags.cwd } : {}),
   };
   const logger = createLogger({ level: (flags["log-level"] ?? "warn") as LogLevel });
-  const remote = flags.url !== undefined || flags.stdio !== undefined;
+  const remote = flags.url !== undefined || flags.stdio !== undefined || flags.remote !== undefined;
   let client: ExecServerClient | undefined;
   if (remote) client = await connectFromFlags(flags);
   try {

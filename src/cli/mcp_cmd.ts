@@ -70,7 +70,7 @@ export async function runMcp(args: string[]): Promise<number> {
   const logger = createLogger({ level: (flags["log-level"] ?? "warn") as LogLevel });
   let local: ExecServer | null = null;
   let client: ExecServerClient;
-  if (flags.url !== undefined || flags.stdio !== undefined) {
+  if (flags.url !== undefined || flags.stdio !== undefined || flags.remote !== undefined) {
     client = await connect(connectOptions(flags));
   } else {
     const server = local = new ExecServer({ logger });

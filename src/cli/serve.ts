@@ -11,6 +11,7 @@ import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
 import { listenWebSocket } from "../server/listen_ws.ts";
 import { startNetworkProxyFromFile } from "../proxy/start.ts";
+import { RemoteExecutor } from "../relay/executor.ts";
 import { sha256, type WebSocketAuth } from "../server/ws_auth.ts";
 import {
   onTerminationSignal,
@@ -47,6 +48,13 @@ export interface ServeConfig {
   readonly httpBodyLimitBytes: number;
   /** Egress proxy configuration file for managed-network processes. */
   readonly networkProxyConfig: string | null;
+  /** Remote mode: register with this registry and serve through its relay. */
+  readonly remote: {
+    url: string;
+    environmentId: string;
+    name: string | null;
+    bearerFromStdin: boolean;
+  } | null;
 }
 
 /** Help text for `serve`. */
@@ -70,6 +78,12 @@ Options:
   --ws-audience <AUDIENCE>          required JWT audience
   --ws-max-clock-skew-seconds <N>   JWT exp/nbf tolerance (default 30)
   --allow-unauthenticated           allow a non-loopback ws listener without --ws-auth
+  --remote <URL>                    register with the environment registry at URL and serve
+                                    harnesses end-to-end encrypted through its relay
+  --environment-id <ID>             the environment to register (with --remote)
+  --name <NAME>                     human-readable environment name (logs)
+  --registration-bearer-stdin       read the registration bearer from stdin (one line);
+                                    otherwise EXEC_SERVER_REGISTRATION_BEARER
   --network-proxy <FILE>            run the egress proxy from FILE and route processes started
                                     with enforceManagedNetwork: true through it
   -h, --help                        show this help
@@ -129,6 +143,10 @@ export function parseServeArgs(
         "ws-max-clock-skew-seconds": { type: "string" },
         "allow-unauthenticated": { type: "boolean" },
         "network-proxy": { type: "string" },
+        remote: { type: "string" },
+        "environment-id": { type: "string" },
+        name: { type: "string" },
+        "registration-bearer-stdin": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -245,6 +263,15 @@ export function parseServeArgs(
     sessionTtlMs: parseDuration("session-ttl", v["session-ttl"] ?? "80"),
     httpBodyLimitBytes: parseByteSize("http-body-limit", v["http-body-limit"] ?? "256M"),
     networkProxyConfig: v["network-proxy"] ?? null,
+    remote: v.remote === undefined ? null : {
+      url: v.remote,
+      environmentId: v["environment-id"] ??
+        (() => {
+          throw new UsageError("--remote needs --environment-id", 2);
+        })(),
+      name: v.name ?? null,
+      bearerFromStdin: v["registration-bearer-stdin"] ?? false,
+    },
   };
 }
 
@@ -279,7 +306,30 @@ export async function runServe(config: ServeConfig): Promise<number> {
   const stop = Promise.withResolvers<string>();
   const removeSignals = onTerminationSignal((signal) => stop.resolve(signal));
   try {
-    if (config.listen.kind === "stdio") {
+    if (config.remote) {
+      const bearer = config.remote.bearerFromStdin
+        ? await readBearerLine()
+        : Deno.env.get("EXEC_SERVER_REGISTRATION_BEARER") ?? "";
+      if (bearer === "") {
+        throw new UsageError(
+          "--remote needs a registration bearer: --registration-bearer-stdin or EXEC_SERVER_REGISTRATION_BEARER",
+        );
+      }
+      const executor = await RemoteExecutor.start({
+        registry: { url: config.remote.url, bearer },
+        environmentId: config.remote.environmentId,
+        server,
+        logger,
+      });
+      logger.info("server.remote", {
+        environment: config.remote.environmentId,
+        name: config.remote.name,
+        registration: executor.registration.executorRegistrationId,
+      });
+      const why = await stop.promise;
+      logger.info("server.stopping", { reason: why });
+      await executor.close();
+    } else if (config.listen.kind === "stdio") {
       const ended = serveStdio(server).then((info) => `stdio ${info.reason}`);
       const why = await Promise.race([ended, stop.promise]);
       logger.info("server.stopping", { reason: why });
@@ -304,4 +354,20 @@ export async function runServe(config: ServeConfig): Promise<number> {
     await proxy?.shutdown();
   }
   return 0;
+}
+
+/** Reads one line (the registration bearer) from stdin. */
+async function readBearerLine(): Promise<string> {
+  const reader = Deno.stdin.readable.getReader();
+  let text = "";
+  try {
+    while (!text.includes("\n") && text.length < 16 * 1024) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  return text.split("\n")[0]!.trim();
 }

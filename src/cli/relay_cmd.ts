@@ -1,0 +1,110 @@
+/**
+ * `exec-server relay`: a self-hostable environment registry and rendezvous
+ * relay; `exec-server relay token create` issues tokens.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { createLogger, type LogLevel } from "../log/logger.ts";
+import { startRelayServer } from "../relay/server/relay_server.ts";
+import { RelayStore } from "../relay/server/store.ts";
+import { onTerminationSignal, printLine, UsageError } from "./common.ts";
+
+/** Help text. */
+export const RELAY_USAGE = `Usage: exec-server relay --listen http://IP:PORT [OPTIONS]
+       exec-server relay token create --role executor|harness --environment ID [--kv PATH|URL]
+
+Serves the environment registry (register, validate, connect) and the
+rendezvous WebSockets on one port. Executors behind NAT register and dial out;
+harnesses connect through it end to end encrypted: the relay forwards
+ciphertext and never holds a key. State lives in Deno KV (--unstable-kv; set in
+this package's deno.json): a local file, or a shared remote KV so several
+nodes behind one address serve the same environments.
+
+Options:
+  --listen <http://IP:PORT>   where to listen (port 0 picks one); the URL is printed
+  --kv <PATH|URL>             Deno KV file or remote KV URL (default: in memory)
+  --public-url <URL>          the URL clients reach this node at (default: the listen URL)
+  --log-level <LEVEL>         diagnostics on stderr (default info)
+
+Tokens (stored hashed; print the token once):
+  relay token create --role executor --environment ID   for \`serve --remote\`
+  relay token create --role harness --environment ID    for clients (--remote ... --token-file)
+`;
+
+function parseListen(value: string): { hostname: string; port: number } {
+  const m = /^http:\/\/(\[[0-9a-fA-F:.]+\]|[0-9.]+|localhost):(\d{1,5})\/?$/.exec(value);
+  if (!m || Number(m[2]) > 65535) {
+    throw new UsageError(`invalid --listen URL \`${value}\`; expected http://IP:PORT`, 2);
+  }
+  return { hostname: m[1]!.replace(/^\[(.*)\]$/, "$1"), port: Number(m[2]) };
+}
+
+/** Runs `relay`; returns the exit status. */
+export async function runRelay(args: string[]): Promise<number> {
+  if (args[0] === "token") return await runToken(args.slice(1));
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      options: {
+        listen: { type: "string" },
+        kv: { type: "string" },
+        "public-url": { type: "string" },
+        "log-level": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  const flags = parsed.values;
+  if (flags.help) {
+    console.log(RELAY_USAGE);
+    return 0;
+  }
+  const listen = parseListen(flags.listen ?? "http://127.0.0.1:0");
+  const logger = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
+  const relay = await startRelayServer({
+    ...listen,
+    logger,
+    ...(flags.kv ? { kv: flags.kv } : {}),
+    ...(flags["public-url"] ? { publicUrl: flags["public-url"] } : {}),
+  });
+  await printLine(relay.url);
+  const stop = Promise.withResolvers<void>();
+  const remove = onTerminationSignal(() => stop.resolve());
+  await stop.promise;
+  remove();
+  await relay.close();
+  return 0;
+}
+
+async function runToken(args: string[]): Promise<number> {
+  if (args[0] !== "create") {
+    throw new UsageError("usage: exec-server relay token create --role ROLE --environment ID", 2);
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: args.slice(1),
+      options: {
+        role: { type: "string" },
+        environment: { type: "string" },
+        kv: { type: "string" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  const { role, environment, kv } = parsed.values;
+  if (role !== "executor" && role !== "harness") {
+    throw new UsageError("--role must be executor or harness", 2);
+  }
+  if (!environment) throw new UsageError("--environment ID is required", 2);
+  if (!kv) throw new UsageError("--kv PATH|URL is required (the relay's store)", 2);
+  using store = await RelayStore.open(kv);
+  await printLine(await store.createToken(role, environment));
+  return 0;
+}
