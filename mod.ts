@@ -131,6 +131,46 @@ export { ByteSource, type ChunkReader, connReader } from "./src/util/http1_body.
 export type { MessageHead } from "./src/util/http1.ts";
 export type { ManagedNetworkEnv } from "./src/server/server_state.ts";
 
+// Encrypted remote mode (Noise hybrid IK through a registry + rendezvous relay)
+export {
+  RendezvousError,
+  type RendezvousProvider,
+  rendezvousTransport,
+} from "./src/relay/harness.ts";
+export { RemoteExecutor, type RemoteExecutorOptions } from "./src/relay/executor.ts";
+export {
+  type RelayServer,
+  type RelayServerOptions,
+  startRelayServer,
+} from "./src/relay/server/relay_server.ts";
+export {
+  type AuthorizationRecord,
+  type RegistrationRecord,
+  RelayStore,
+  type SocketRecord,
+  type TokenRecord,
+  type TokenRole,
+} from "./src/relay/server/store.ts";
+export {
+  type ConnectBundle,
+  type Registration,
+  RegistryError,
+  type RegistryEndpoint,
+  type ValidationResult,
+} from "./src/relay/registry_client.ts";
+export {
+  decodePublicKey,
+  encodePublicKey,
+  generateIdentity,
+  NOISE_PROTOCOL_NAME,
+  NOISE_SUITE,
+  type NoiseIdentity,
+  type NoisePublicKey,
+  SECURITY_PROFILE,
+} from "./src/noise/hybrid_ik.ts";
+export type { LocalKey, RemoteKey } from "./src/noise/handshake.ts";
+export type { DhKeyPair, KemKeyPair } from "./src/noise/primitives.ts";
+
 // MCP
 export type { McpMessage, McpTransport } from "./src/mcp/transport.ts";
 export { type LaunchMcpOptions, launchMcpServer } from "./src/mcp/launcher.ts";
