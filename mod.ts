@@ -154,8 +154,8 @@ export {
 export {
   type ConnectBundle,
   type Registration,
-  RegistryError,
   type RegistryEndpoint,
+  RegistryError,
   type ValidationResult,
 } from "./src/relay/registry_client.ts";
 export {
