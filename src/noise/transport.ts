@@ -72,6 +72,34 @@ export class RecordCipher {
     return new Uint8Array(sealed);
   }
 
+  /**
+   * Decrypts the next record, taking its nonce now (so several can be in
+   * flight and complete in parallel); any failure is fatal for the stream.
+   */
+  async openNext(ciphertext: Uint8Array): Promise<Uint8Array> {
+    if (ciphertext.length < TAGLEN) throw new RecordError("Noise record is shorter than its tag");
+    if (ciphertext.length > MAX_NOISE_MESSAGE) {
+      throw new RecordError("Noise record exceeds 65535 bytes");
+    }
+    const n = this.#state.nextNonce();
+    let plaintext: Uint8Array;
+    try {
+      plaintext = new Uint8Array(
+        await crypto.subtle.decrypt(
+          { name: "AES-GCM", iv: aesGcmNonce(n) as Uint8Array<ArrayBuffer>, tagLength: 128 },
+          await this.#key(),
+          ciphertext as Uint8Array<ArrayBuffer>,
+        ),
+      );
+    } catch {
+      throw new RecordError("Noise record failed to decrypt");
+    }
+    if (plaintext.length > MAX_RECORD_PLAINTEXT) {
+      throw new RecordError("Noise relay plaintext record exceeds maximum length");
+    }
+    return plaintext;
+  }
+
   /** Decrypts the next record; throws {@linkcode RecordError} on any failure. */
   async open(ciphertext: Uint8Array): Promise<Uint8Array> {
     if (ciphertext.length < TAGLEN) throw new RecordError("Noise record is shorter than its tag");

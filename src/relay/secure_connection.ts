@@ -53,6 +53,8 @@ export interface SecureStream {
 export const HARNESS_REQUEST_LIMIT = 8 * 1024;
 /** Limit of data notifications at the harness. */
 export const HARNESS_DATA_NOTIFICATION_LIMIT = 2 * 1024 * 1024;
+/** Records sealed or opened at once (WebCrypto runs them in parallel). */
+const CRYPTO_WINDOW = 4;
 const DATA_NOTIFICATIONS = new Set([
   "process/output",
   "process/exited",
@@ -81,8 +83,10 @@ export function secureConnection(
   const textDecoder = new TextDecoder("utf-8", { fatal: true });
   const maxQueued = options.maxQueuedMessages ?? Infinity;
   let controller!: ReadableStreamDefaultController<IncomingMessage>;
-  let chain: Promise<void> = Promise.resolve();
+  const decrypting: Promise<Uint8Array>[] = [];
+  let processing: Promise<void> | null = null;
   let room: PromiseWithResolvers<void> | null = null;
+  let progress: PromiseWithResolvers<void> | null = null;
 
   const finish = (info: CloseInfo, notifyPeer: boolean) => {
     if (latch.done) return;
@@ -92,6 +96,7 @@ export function secureConnection(
       controller.close();
     } catch { /* closed */ }
     room?.resolve();
+    progress?.resolve();
     if (notifyPeer) io.end(info.reason);
   };
 
@@ -126,13 +131,53 @@ export function secureConnection(
     }
   };
 
+  const process = async (): Promise<void> => {
+    try {
+      while (decrypting.length > 0 && !latch.done) {
+        const plaintext = await decrypting[0]!;
+        decrypting.shift();
+        assembler.push(plaintext, deliver);
+        progress?.resolve();
+        progress = null;
+      }
+    } catch (error) {
+      finish({ reason: (error as Error).message, error }, true);
+    } finally {
+      processing = null;
+      progress?.resolve();
+      progress = null;
+    }
+  };
+
+  // Backpressure for a socket that carries only this stream (the harness):
+  // hold the reader while records wait to be decrypted or messages to be read.
+  const waitForRoom = async (): Promise<void> => {
+    while (
+      !latch.done && (decrypting.length >= CRYPTO_WINDOW || (controller.desiredSize ?? 1) <= 0)
+    ) {
+      if (decrypting.length >= CRYPTO_WINDOW) {
+        progress ??= Promise.withResolvers<void>();
+        await progress.promise;
+      } else {
+        room ??= Promise.withResolvers<void>();
+        await room.promise;
+      }
+    }
+  };
+
   const output = createOutputSink(
     lengthPrefixFraming,
     async (bytes) => {
+      // Seal up to CRYPTO_WINDOW records at once (WebCrypto runs them in
+      // parallel), send them in nonce order.
+      const inFlight: Promise<Uint8Array>[] = [];
       for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT) {
-        const record = await send.seal(bytes.subarray(at, at + MAX_RECORD_PLAINTEXT));
-        await io.sendData(seq.take(), record);
+        inFlight.push(send.seal(bytes.subarray(at, at + MAX_RECORD_PLAINTEXT)));
+        if (inFlight.length >= CRYPTO_WINDOW) {
+          await io.sendData(seq.take(), await inFlight.shift()!);
+        }
       }
+      while (inFlight.length > 0) await io.sendData(seq.take(), await inFlight.shift()!);
     },
     () => {
       finish({ reason: "closed locally" }, true);
@@ -156,24 +201,22 @@ export function secureConnection(
     connection,
     acceptData(s, payload) {
       if (latch.done) return Promise.resolve();
-      const task = chain.then(async () => {
-        if (latch.done) return;
-        try {
-          for (const record of ordered.accept(s, payload)) {
-            const plaintext = await receive.open(record);
-            assembler.push(plaintext, deliver);
-          }
-        } catch (error) {
-          finish({ reason: (error as Error).message, error }, true);
-          return;
-        }
-        if (maxQueued === Infinity && (controller.desiredSize ?? 1) <= 0 && !latch.done) {
-          room ??= Promise.withResolvers<void>();
-          await room.promise;
-        }
-      });
-      chain = task;
-      return task;
+      let released: Uint8Array[];
+      try {
+        released = ordered.accept(s, payload);
+      } catch (error) {
+        finish({ reason: (error as Error).message, error }, true);
+        return Promise.resolve();
+      }
+      for (const record of released) {
+        // The nonce is taken now, in order; decryptions overlap.
+        const opened = receive.openNext(record);
+        opened.catch(() => {});
+        decrypting.push(opened);
+      }
+      if (!processing && decrypting.length > 0) processing = process();
+      if (maxQueued !== Infinity) return Promise.resolve();
+      return waitForRoom();
     },
     terminate(reason) {
       finish({ reason }, false);

@@ -53,13 +53,26 @@ export class WebSocketProtocolError extends Error {
 export function applyMask(data: Uint8Array, mask: Uint8Array): void {
   const length = data.length;
   let i = 0;
-  if (data.byteOffset % 4 === 0 && length >= 16) {
-    const words = new Uint32Array(data.buffer, data.byteOffset, length >>> 2);
-    const m = new Uint32Array(mask.slice(0, 4).buffer)[0]!;
-    for (let w = 0; w < words.length; w++) words[w]! ^= m;
-    i = words.length << 2;
+  // Bytes up to a 4-byte boundary, then whole words, then the tail; the
+  // mask byte for data[i] is always mask[i & 3].
+  while (i < length && (data.byteOffset + i) % 4 !== 0) {
+    data[i] = data[i]! ^ mask[i & 3]!;
+    i++;
   }
-  for (; i < length; i++) data[i]! ^= mask[i & 3]!;
+  const words = (length - i) >>> 2;
+  if (words > 0) {
+    const rotated = Uint8Array.of(
+      mask[i & 3]!,
+      mask[(i + 1) & 3]!,
+      mask[(i + 2) & 3]!,
+      mask[(i + 3) & 3]!,
+    );
+    const m = new Uint32Array(rotated.buffer)[0]!;
+    const u32 = new Uint32Array(data.buffer, data.byteOffset + i, words);
+    for (let w = 0; w < words; w++) u32[w]! ^= m;
+    i += words << 2;
+  }
+  for (; i < length; i++) data[i] = data[i]! ^ mask[i & 3]!;
 }
 
 /**

@@ -5,8 +5,11 @@
  * holds a key: it parses only the frame envelope (stream id and kind) and
  * forwards the bytes it received unchanged.
  *
- * Bounds: 256 KiB per frame; 4 MiB queued per harness (overflow resets the
- * stream on both sides); 32 harness sockets per token. A harness that goes
+ * Bounds: 256 KiB per frame; 4 MiB queued per harness — when a harness's
+ * queue is full the executor socket is not read until it drains (TCP
+ * backpressure reaches the executor, which pauses the output at its source,
+ * so nothing is lost); a harness that stays full for 10 s is reset on both
+ * sides instead of stalling the other streams; 32 harness sockets per token. A harness that goes
  * away is reported to the executor with a Reset; an executor that goes
  * away closes its harnesses.
  *
@@ -36,7 +39,12 @@ interface HarnessSocket {
   queue: Uint8Array[];
   queued: number;
   wake: (() => void) | null;
+  drained: (() => void) | null;
+  ended: boolean;
 }
+
+/** How long a full harness queue may hold up its executor socket. */
+export const HARNESS_STALL_MS = 10_000;
 
 interface ExecutorSocket {
   readonly channel: WebSocketChannel;
@@ -132,7 +140,8 @@ export class Rendezvous {
         if (relayFrameProblem(frame) !== null) continue;
         const harness = executor.streams.get(frame.streamId);
         if (!harness) continue;
-        this.#enqueue(executor, harness, message);
+        this.#enqueue(harness, message);
+        if (harness.queued >= HARNESS_QUEUE_BYTES) await this.#waitForRoom(executor, harness);
       }
     } catch { /* socket failed */ }
     if (this.#executors.get(env) === executor) {
@@ -143,20 +152,31 @@ export class Rendezvous {
     this.#logger.info("relay.executor_disconnected", { environment: env });
   }
 
-  #enqueue(executor: ExecutorSocket, harness: HarnessSocket, bytes: Uint8Array): void {
-    if (harness.queued + bytes.length > HARNESS_QUEUE_BYTES) {
-      this.#logger.warn("relay.harness_queue_overflow", { stream: harness.streamId });
-      if (harness.streamId) {
-        executor.channel.send(
-          encodeRelayFrame(frames.reset(harness.streamId, "relay_queue_overflow")),
-        ).catch(() => {});
-      }
-      harness.channel.abort("queue overflow");
-      return;
-    }
+  #enqueue(harness: HarnessSocket, bytes: Uint8Array): void {
     harness.queue.push(bytes);
     harness.queued += bytes.length;
     harness.wake?.();
+  }
+
+  async #waitForRoom(executor: ExecutorSocket, harness: HarnessSocket): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const drained = await Promise.race([
+      new Promise<boolean>((resolve) => (harness.drained = () => resolve(true))),
+      new Promise<boolean>((
+        resolve,
+      ) => (timer = setTimeout(() => resolve(false), HARNESS_STALL_MS))),
+    ]);
+    clearTimeout(timer);
+    harness.drained = null;
+    if (drained || harness.ended) return;
+    this.#logger.warn("relay.harness_stalled", { stream: harness.streamId });
+    if (harness.streamId) {
+      executor.channel.send(
+        encodeRelayFrame(frames.reset(harness.streamId, "relay_harness_stalled")),
+      )
+        .catch(() => {});
+    }
+    harness.channel.abort("stalled");
   }
 
   /** Serves a harness socket until it closes. */
@@ -165,7 +185,15 @@ export class Rendezvous {
     if (!executor) return channel.abort("executor unavailable");
     const tag = grant.tokenTag ?? "";
     this.#perToken.set(tag, (this.#perToken.get(tag) ?? 0) + 1);
-    const harness: HarnessSocket = { channel, streamId: null, queue: [], queued: 0, wake: null };
+    const harness: HarnessSocket = {
+      channel,
+      streamId: null,
+      queue: [],
+      queued: 0,
+      wake: null,
+      drained: null,
+      ended: false,
+    };
     let ended = false;
     // Writer: executor → harness, in order, with this socket's backpressure.
     const writer = (async () => {
@@ -177,6 +205,7 @@ export class Rendezvous {
           continue;
         }
         harness.queued -= next.length;
+        if (harness.queued < HARNESS_QUEUE_BYTES / 2) harness.drained?.();
         this.#o.onForward?.(next, "to_harness");
         try {
           await channel.send(next);
@@ -206,6 +235,8 @@ export class Rendezvous {
       }
     } catch { /* socket failed */ }
     ended = true;
+    harness.ended = true;
+    harness.drained?.();
     harness.wake?.();
     await writer;
     channel.abort("stream ended");
