@@ -381,6 +381,13 @@ export class ExecServerClient implements AsyncDisposable {
       release: (id) => {
         if (this.#processes.get(id) === process) this.#processes.delete(id);
       },
+      // Never silent: skipped events (evicted before a reconnect caught up) are logged.
+      reportGap: (id, from, to) =>
+        this.#logger.warn("client.process_events_lost", {
+          processId: id,
+          fromSeq: from,
+          toSeq: to,
+        }),
     }, procOptions);
     // Registered before the request: output may arrive before the answer.
     this.#processes.set(processId, process);

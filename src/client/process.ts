@@ -56,6 +56,8 @@ export interface ProcessLink {
   supports(capability: string): boolean;
   /** Forget the process (after it closed or failed). */
   release(processId: string): void;
+  /** Events `from`..`to` (inclusive) could not be recovered after a gap. */
+  reportGap?(processId: string, from: number, to: number): void;
 }
 
 /** Options of the handle's streams. */
@@ -310,7 +312,9 @@ export class RemoteProcess implements AsyncDisposable {
       });
       await this.acceptRead(result);
       if (this.#pending.size > 0 && !this.#pending.has(this.#nextSeq)) {
-        this.#nextSeq = Math.min(...this.#pending.keys());
+        const resumeAt = Math.min(...this.#pending.keys());
+        this.#link.reportGap?.(this.processId, this.#nextSeq, resumeAt - 1);
+        this.#nextSeq = resumeAt;
         await this.#drain();
       }
       if (

@@ -32,6 +32,12 @@ export interface ExecServerOptions {
   readonly sessionTtlMs?: number;
   /** Cap on buffered `http/request` bodies, in bytes. Default 256 MiB. */
   readonly httpBodyLimitBytes?: number;
+  /**
+   * Delivered output each process keeps so a client that reconnects can
+   * fetch what was in flight (socket and relay buffers) when the connection
+   * dropped. Default 16 MiB (only chatty processes use it).
+   */
+  readonly outputHistoryBytes?: number;
   /** Where to log. Default: JSON lines on stderr at `info`. */
   readonly logger?: Logger;
   /**
@@ -59,6 +65,7 @@ export class ExecServer {
       processRetentionMs: options.processRetentionMs ?? 80_000,
       sessionTtlMs: options.sessionTtlMs ?? 80_000,
       httpBodyLimitBytes: options.httpBodyLimitBytes ?? 256 * 1024 * 1024,
+      outputHistoryBytes: options.outputHistoryBytes ?? 16 * 1024 * 1024,
     };
     const logger = options.logger ?? createLogger();
     const methods = methodTable();

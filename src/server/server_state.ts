@@ -27,6 +27,11 @@ export interface ResolvedExecServerOptions {
   readonly sessionTtlMs: number;
   /** Cap on buffered `http/request` bodies, in bytes. */
   readonly httpBodyLimitBytes: number;
+  /**
+   * Output already handed to a connection that each process keeps for
+   * replay after a reconnect (bytes in flight in socket and relay buffers).
+   */
+  readonly outputHistoryBytes: number;
 }
 
 /** Shared server state (see the module documentation). */

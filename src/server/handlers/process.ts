@@ -201,6 +201,7 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         tty: started.tty,
         stdoutName: started.tty ? "pty" : "stdout",
         logger: server.logger.child({ processId: p.processId }),
+        limits: { retainBytes: server.options.outputHistoryBytes },
         ...(started.signal ? { signal: started.signal } : {}),
         ...(started.terminal ? { terminal: started.terminal } : {}),
       });
