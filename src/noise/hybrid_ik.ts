@@ -133,6 +133,27 @@ export interface HandshakeTestInputs {
   readonly encapsulations?: Uint8Array[];
 }
 
+function hybridHandshake(
+  identity: NoiseIdentity,
+  prologue: Uint8Array,
+  executorKey: RemoteKey | null,
+  test: HandshakeTestInputs,
+): HandshakeState {
+  const randomness = [...(test.encapsulations ?? [])];
+  return new HandshakeState({
+    protocolName: NOISE_PROTOCOL_NAME,
+    pattern: PATTERN,
+    initiator: executorKey !== null,
+    prologue,
+    aead: AESGCM,
+    hybrid: true,
+    s: identity.key,
+    ...(executorKey ? { rs: executorKey } : {}),
+    ...(test.e ? { e: test.e } : {}),
+    encapsulationRandomness: () => randomness.shift(),
+  });
+}
+
 /** The harness (initiator) side of a handshake. */
 export function initiatorHandshake(
   identity: NoiseIdentity,
@@ -140,19 +161,7 @@ export function initiatorHandshake(
   prologue: Uint8Array,
   test: HandshakeTestInputs = {},
 ): HandshakeState {
-  const randomness = [...(test.encapsulations ?? [])];
-  return new HandshakeState({
-    protocolName: NOISE_PROTOCOL_NAME,
-    pattern: PATTERN,
-    initiator: true,
-    prologue,
-    aead: AESGCM,
-    hybrid: true,
-    s: identity.key,
-    rs: executorKey,
-    ...(test.e ? { e: test.e } : {}),
-    encapsulationRandomness: () => randomness.shift(),
-  });
+  return hybridHandshake(identity, prologue, executorKey, test);
 }
 
 /** The executor (responder) side of a handshake. */
@@ -161,18 +170,7 @@ export function responderHandshake(
   prologue: Uint8Array,
   test: HandshakeTestInputs = {},
 ): HandshakeState {
-  const randomness = [...(test.encapsulations ?? [])];
-  return new HandshakeState({
-    protocolName: NOISE_PROTOCOL_NAME,
-    pattern: PATTERN,
-    initiator: false,
-    prologue,
-    aead: AESGCM,
-    hybrid: true,
-    s: identity.key,
-    ...(test.e ? { e: test.e } : {}),
-    encapsulationRandomness: () => randomness.shift(),
-  });
+  return hybridHandshake(identity, prologue, null, test);
 }
 
 /** Checks a msg 1 payload is an acceptable authorization (UTF-8, ≤ 4096 bytes). */

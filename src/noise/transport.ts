@@ -76,21 +76,34 @@ export class RecordCipher {
    * Decrypts the next record, taking its nonce now (so several can be in
    * flight and complete in parallel); any failure is fatal for the stream.
    */
-  async openNext(ciphertext: Uint8Array): Promise<Uint8Array> {
-    if (ciphertext.length < TAGLEN) throw new RecordError("Noise record is shorter than its tag");
-    if (ciphertext.length > MAX_NOISE_MESSAGE) {
-      throw new RecordError("Noise record exceeds 65535 bytes");
-    }
-    const n = this.#state.nextNonce();
+  openNext(ciphertext: Uint8Array): Promise<Uint8Array> {
+    checkCiphertext(ciphertext);
+    return this.#decrypt(this.#state.nextNonce(), ciphertext);
+  }
+
+  /**
+   * Decrypts the next record; the nonce advances only on success. Throws
+   * {@linkcode RecordError} on any failure.
+   */
+  async open(ciphertext: Uint8Array): Promise<Uint8Array> {
+    checkCiphertext(ciphertext);
+    const plaintext = await this.#decrypt(this.#state.nonce, ciphertext);
+    this.#state.nextNonce();
+    return plaintext;
+  }
+
+  async #decrypt(n: bigint, ciphertext: Uint8Array): Promise<Uint8Array> {
     let plaintext: Uint8Array;
     try {
-      plaintext = new Uint8Array(
-        await crypto.subtle.decrypt(
-          { name: "AES-GCM", iv: aesGcmNonce(n) as Uint8Array<ArrayBuffer>, tagLength: 128 },
-          await this.#key(),
-          ciphertext as Uint8Array<ArrayBuffer>,
-        ),
-      );
+      plaintext = ciphertext.length < this.webCryptoThreshold
+        ? this.#state.aead.decrypt(this.#state.key, n, new Uint8Array(0), ciphertext)
+        : new Uint8Array(
+          await crypto.subtle.decrypt(
+            { name: "AES-GCM", iv: aesGcmNonce(n) as Uint8Array<ArrayBuffer>, tagLength: 128 },
+            await this.#key(),
+            ciphertext as Uint8Array<ArrayBuffer>,
+          ),
+        );
     } catch {
       throw new RecordError("Noise record failed to decrypt");
     }
@@ -99,34 +112,11 @@ export class RecordCipher {
     }
     return plaintext;
   }
+}
 
-  /** Decrypts the next record; throws {@linkcode RecordError} on any failure. */
-  async open(ciphertext: Uint8Array): Promise<Uint8Array> {
-    if (ciphertext.length < TAGLEN) throw new RecordError("Noise record is shorter than its tag");
-    if (ciphertext.length > MAX_NOISE_MESSAGE) {
-      throw new RecordError("Noise record exceeds 65535 bytes");
-    }
-    const n = this.#state.nonce;
-    let plaintext: Uint8Array;
-    try {
-      if (ciphertext.length < this.webCryptoThreshold) {
-        plaintext = this.#state.aead.decrypt(this.#state.key, n, new Uint8Array(0), ciphertext);
-      } else {
-        plaintext = new Uint8Array(
-          await crypto.subtle.decrypt(
-            { name: "AES-GCM", iv: aesGcmNonce(n) as Uint8Array<ArrayBuffer>, tagLength: 128 },
-            await this.#key(),
-            ciphertext as Uint8Array<ArrayBuffer>,
-          ),
-        );
-      }
-    } catch {
-      throw new RecordError("Noise record failed to decrypt");
-    }
-    this.#state.nextNonce();
-    if (plaintext.length > MAX_RECORD_PLAINTEXT) {
-      throw new RecordError("Noise relay plaintext record exceeds maximum length");
-    }
-    return plaintext;
+function checkCiphertext(ciphertext: Uint8Array): void {
+  if (ciphertext.length < TAGLEN) throw new RecordError("Noise record is shorter than its tag");
+  if (ciphertext.length > MAX_NOISE_MESSAGE) {
+    throw new RecordError("Noise record exceeds 65535 bytes");
   }
 }

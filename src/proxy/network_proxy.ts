@@ -19,6 +19,7 @@ import {
 import { handleSocks5Connection } from "./socks5.ts";
 import { NetworkProxyState, type NetworkProxyStateOptions } from "./state.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
+import { acceptConnections, type ConnectionLoop } from "../util/accept_loop.ts";
 
 /** Options of {@linkcode NetworkProxy.start}. */
 export interface NetworkProxyOptions extends NetworkProxyStateOptions {
@@ -49,10 +50,7 @@ export class NetworkProxy implements AsyncDisposable {
   readonly addresses: NetworkProxyAddresses;
   /** The trust bundle children should use (MITM on), else `null`. */
   readonly trustBundlePath: string | null;
-  readonly #listeners: Deno.Listener[];
-  readonly #conns = new Set<Deno.Conn>();
-  readonly #tasks = new Set<Promise<void>>();
-  readonly #accepting: Promise<void>[] = [];
+  readonly #loops: ConnectionLoop[] = [];
   readonly #logger: Logger;
   readonly #mitmClose: (() => Promise<void>) | null;
   readonly #pool: UpstreamPool | undefined;
@@ -70,18 +68,21 @@ export class NetworkProxy implements AsyncDisposable {
     this.trustBundlePath = trustBundlePath;
     this.#mitmClose = mitmClose;
     this.#pool = ctx.pool;
-    this.#listeners = [listeners.http, listeners.socks].filter((l): l is Deno.Listener =>
-      l !== null
-    );
     this.addresses = {
       http: (listeners.http?.addr as Deno.NetAddr | undefined) ?? null,
       socks: (listeners.socks?.addr as Deno.NetAddr | undefined) ?? null,
     };
+    const onError = (error: unknown) =>
+      this.#logger.debug("proxy.connection_error", { error: (error as Error).message });
     if (listeners.http) {
-      this.#accepting.push(this.#accept(listeners.http, (c) => handleHttpProxyConnection(ctx, c)));
+      this.#loops.push(
+        acceptConnections(listeners.http, (c) => handleHttpProxyConnection(ctx, c), onError),
+      );
     }
     if (listeners.socks) {
-      this.#accepting.push(this.#accept(listeners.socks, (c) => handleSocks5Connection(ctx, c)));
+      this.#loops.push(
+        acceptConnections(listeners.socks, (c) => handleSocks5Connection(ctx, c), onError),
+      );
     }
   }
 
@@ -150,32 +151,6 @@ export class NetworkProxy implements AsyncDisposable {
     );
   }
 
-  async #accept(
-    listener: Deno.Listener,
-    handle: (conn: Deno.Conn) => Promise<void>,
-  ): Promise<void> {
-    for (;;) {
-      let conn: Deno.Conn;
-      try {
-        conn = await listener.accept();
-      } catch {
-        return;
-      }
-      try {
-        (conn as Deno.TcpConn).setNoDelay(true);
-      } catch { /* not tcp */ }
-      this.#conns.add(conn);
-      const task = handle(conn).catch((error) =>
-        this.#logger.debug("proxy.connection_error", { error: (error as Error).message })
-      )
-        .finally(() => {
-          this.#conns.delete(conn);
-          this.#tasks.delete(task);
-        });
-      this.#tasks.add(task);
-    }
-  }
-
   /** The environment for a child: proxy variables set (see `applyProxyEnv`). */
   applyToEnv(env: Record<string, string>): Record<string, string> {
     if (!this.addresses.http) return env;
@@ -201,18 +176,7 @@ export class NetworkProxy implements AsyncDisposable {
   /** Stops listening, closes every connection and waits for them. */
   shutdown(): Promise<void> {
     this.#closing ??= (async () => {
-      for (const l of this.#listeners) {
-        try {
-          l.close();
-        } catch { /* closed */ }
-      }
-      await Promise.allSettled(this.#accepting);
-      for (const c of this.#conns) {
-        try {
-          c.close();
-        } catch { /* closed */ }
-      }
-      await Promise.allSettled([...this.#tasks]);
+      await Promise.allSettled(this.#loops.map((l) => l.close()));
       this.#pool?.close();
       await this.#mitmClose?.();
     })();

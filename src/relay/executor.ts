@@ -33,13 +33,7 @@ import {
 } from "../noise/hybrid_ik.ts";
 import { RecordCipher } from "../noise/transport.ts";
 import type { ExecServer } from "../server/exec_server.ts";
-import {
-  decodeRelayFrame,
-  encodeRelayFrame,
-  frames,
-  type RelayFrame,
-  relayFrameProblem,
-} from "./frame.ts";
+import { encodeRelayFrame, frames, type RelayFrame, validRelayFrames } from "./frame.ts";
 import {
   registerExecutor,
   type Registration,
@@ -220,15 +214,7 @@ export class RemoteExecutor implements AsyncDisposable {
   async #serve(channel: WebSocketChannel): Promise<void> {
     const send = (frame: RelayFrame) => channel.send(encodeRelayFrame(frame));
     try {
-      for await (const message of channel.messages) {
-        if (typeof message === "string") continue;
-        let frame: RelayFrame;
-        try {
-          frame = decodeRelayFrame(message);
-        } catch {
-          continue;
-        }
-        if (relayFrameProblem(frame) !== null) continue;
+      for await (const [frame] of validRelayFrames(channel.messages)) {
         this.#dispatch(frame, send);
       }
     } catch (error) {

@@ -329,3 +329,23 @@ export const frames = {
     body: { kind: "reset", reason },
   }),
 };
+
+/**
+ * The valid frames among a socket's messages, with the bytes they came
+ * from; text messages and frames that fail to decode or validate are
+ * skipped silently (the executor's rule).
+ */
+export async function* validRelayFrames(
+  messages: ReadableStream<string | Uint8Array>,
+): AsyncGenerator<[RelayFrame, Uint8Array]> {
+  for await (const message of messages) {
+    if (typeof message === "string") continue;
+    let frame: RelayFrame;
+    try {
+      frame = decodeRelayFrame(message);
+    } catch {
+      continue;
+    }
+    if (relayFrameProblem(frame) === null) yield [frame, message];
+  }
+}

@@ -99,6 +99,25 @@ function failure(status: number, json: unknown, what: string): RegistryError {
   );
 }
 
+/** The answer is for the environment asked about, with our security profile. */
+function checkEnvironment(r: unknown, environmentId: string, status: number): void {
+  const o = r as { environment_id?: unknown; security_profile?: unknown } | null;
+  if (o?.environment_id !== environmentId) {
+    throw new RegistryError(
+      "environment registry returned a different environment id",
+      status,
+      null,
+    );
+  }
+  if (o.security_profile !== SECURITY_PROFILE) {
+    throw new RegistryError(
+      "environment registry returned an unsupported security profile",
+      status,
+      null,
+    );
+  }
+}
+
 /** A registration. */
 export interface Registration {
   /** The environment. */
@@ -130,20 +149,7 @@ export async function registerExecutor(
         security_profile?: unknown;
         executor_registration_id?: unknown;
       };
-      if (r?.environment_id !== environmentId) {
-        throw new RegistryError(
-          "environment registry returned a different environment id",
-          status,
-          null,
-        );
-      }
-      if (r.security_profile !== SECURITY_PROFILE) {
-        throw new RegistryError(
-          "environment registry returned an unsupported security profile",
-          status,
-          null,
-        );
-      }
+      checkEnvironment(r, environmentId, status);
       if (typeof r.url !== "string" || typeof r.executor_registration_id !== "string") {
         throw new RegistryError(
           "environment registry returned an incomplete registration",
@@ -222,20 +228,7 @@ async function connectOnce(
   if (status !== 200) throw failure(status, json, "connect");
   const r = json as Record<string, unknown>;
   const nonBlank = (v: unknown) => typeof v === "string" && v.trim() !== "";
-  if (r?.environment_id !== environmentId) {
-    throw new RegistryError(
-      "environment registry returned a different environment id",
-      status,
-      null,
-    );
-  }
-  if (r.security_profile !== SECURITY_PROFILE) {
-    throw new RegistryError(
-      "environment registry returned an unsupported security profile",
-      status,
-      null,
-    );
-  }
+  checkEnvironment(r, environmentId, status);
   if (
     !nonBlank(r.url) || !nonBlank(r.executor_registration_id) ||
     !nonBlank(r.harness_key_authorization)

@@ -25,6 +25,7 @@ import {
 import { encodeResponse, HttpHeadError, readHead } from "../util/http1.ts";
 import type { ExecServer } from "./exec_server.ts";
 import { checkWebSocketAuth, type WebSocketAuth } from "./ws_auth.ts";
+import { acceptConnections } from "../util/accept_loop.ts";
 
 /** Options for {@linkcode listenWebSocket}. */
 export interface WebSocketListenOptions {
@@ -84,36 +85,17 @@ export function listenWebSocket(
   const addr = listener.addr as Deno.NetAddr;
   const url = formatWsUrl(addr);
   const logger = server.logger.child({ listener: url });
-  const sockets = new Set<Deno.Conn>();
-  const handling = new Set<Promise<void>>();
-
-  const acceptLoop = (async () => {
-    for (;;) {
-      let conn: Deno.Conn;
-      try {
-        conn = await listener.accept();
-      } catch (error) {
-        if (error instanceof Deno.errors.BadResource || error instanceof Deno.errors.Interrupted) {
-          break;
-        }
-        logger.warn("ws.accept_failed", { error });
-        continue;
-      }
-      try {
-        // Small JSON-RPC messages must not wait for Nagle's algorithm.
-        (conn as Deno.TcpConn).setNoDelay(true);
-      } catch { /* not a TCP socket */ }
-      sockets.add(conn);
-      const task = handleSocket(server, conn, auth, options.limits ?? {}, logger)
-        .catch((error) => logger.warn("ws.socket_failed", { error }));
-      handling.add(task);
-      task.finally(() => handling.delete(task));
-    }
-  })();
+  const loop = acceptConnections(
+    listener,
+    (conn, release) => handleSocket(server, conn, release, auth, options.limits ?? {}, logger),
+    (error, during) =>
+      logger.warn(during === "accept" ? "ws.accept_failed" : "ws.socket_failed", { error }),
+  );
 
   async function handleSocket(
     server: ExecServer,
     conn: Deno.Conn,
+    release: () => void,
     auth: WebSocketAuth,
     limits: WebSocketLimits,
     logger: Logger,
@@ -128,7 +110,7 @@ export function listenWebSocket(
       await writer.write(encodeResponse(status, headers, body)).catch(() => {});
       await writer.close().catch(() => {});
       reader.cancel().catch(() => {});
-      sockets.delete(conn);
+      release();
       try {
         conn.close();
       } catch { /* closed */ }
@@ -164,26 +146,10 @@ export function listenWebSocket(
         `failed to parse websocket JSON-RPC message from exec-server websocket ${peerLabel}`,
     });
     await server.serve(connection, "detach");
-    sockets.delete(conn);
+    release();
   }
 
-  let closing: Promise<void> | null = null;
-  const close = () => {
-    closing ??= (async () => {
-      try {
-        listener.close();
-      } catch { /* closed */ }
-      await acceptLoop;
-      for (const socket of sockets) {
-        try {
-          socket.close();
-        } catch { /* closed */ }
-      }
-      sockets.clear();
-      await Promise.allSettled([...handling]);
-    })();
-    return closing;
-  };
+  const close = () => loop.close();
 
   return { url, addr, close, [Symbol.asyncDispose]: close };
 }

@@ -12,6 +12,7 @@
 import { type Logger, nullLogger } from "../log/logger.ts";
 import { bodyStream, ByteSource, encodeChunk, LAST_CHUNK, requestFraming } from "./http1_body.ts";
 import { encodeResponse } from "./http1.ts";
+import { acceptConnections } from "./accept_loop.ts";
 
 /** A request as received. */
 export interface Http1Request {
@@ -147,8 +148,6 @@ export function serveHttp1(
   options: { logger?: Logger; headTimeoutMs?: number } = {},
 ): Http1Server {
   const logger = options.logger ?? nullLogger;
-  const open = new Set<Deno.Conn>();
-  const tasks = new Set<Promise<void>>();
 
   async function handle(conn: Deno.Conn): Promise<void> {
     const source = new ByteSource(conn.readable.getReader());
@@ -190,45 +189,16 @@ export function serveHttp1(
       response?.onSent?.(completed);
       await writer.close().catch(() => {});
       source.cancel();
-      open.delete(conn);
       try {
         conn.close();
       } catch { /* closed */ }
     }
   }
 
-  const accepting = (async () => {
-    for (;;) {
-      let conn: Deno.Conn;
-      try {
-        conn = await listener.accept();
-      } catch {
-        break;
-      }
-      open.add(conn);
-      const task = handle(conn);
-      tasks.add(task);
-      task.finally(() => tasks.delete(task));
-    }
-  })();
-
-  let closing: Promise<void> | null = null;
-  const close = () => {
-    closing ??= (async () => {
-      try {
-        listener.close();
-      } catch { /* closed */ }
-      await accepting;
-      for (const c of open) {
-        try {
-          c.close();
-        } catch { /* closed */ }
-      }
-      await Promise.allSettled([...tasks]);
-    })();
-    return closing;
+  const loop = acceptConnections(listener, (conn) => handle(conn));
+  return {
+    addr: listener.addr as Deno.NetAddr,
+    close: () => loop.close(),
+    finished: loop.accepting,
   };
-  const finished = Promise.withResolvers<void>();
-  accepting.then(() => finished.resolve());
-  return { addr: listener.addr as Deno.NetAddr, close, finished: finished.promise };
 }

@@ -19,6 +19,7 @@ import { handleRegistryRequest } from "./registry_api.ts";
 import { Rendezvous } from "./rendezvous.ts";
 import { RendezvousRejection, verifyRendezvousUrl } from "./signing.ts";
 import { RelayStore } from "./store.ts";
+import { acceptConnections } from "../../util/accept_loop.ts";
 
 /** Options of {@linkcode startRelayServer}. */
 export interface RelayServerOptions {
@@ -75,8 +76,6 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
     logger,
     ...(options.onForward ? { onForward: options.onForward } : {}),
   });
-  const conns = new Set<Deno.Conn>();
-  const tasks = new Set<Promise<void>>();
 
   async function handle(conn: Deno.Conn): Promise<void> {
     const reader = conn.readable.getReader();
@@ -172,39 +171,15 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
           conn.close();
         } catch { /* closed */ }
       }
-      conns.delete(conn);
     }
   }
 
-  const accepting = (async () => {
-    for (;;) {
-      let conn: Deno.Conn;
-      try {
-        conn = await listener.accept();
-      } catch {
-        return;
-      }
-      (conn as Deno.TcpConn).setNoDelay?.(true);
-      conns.add(conn);
-      const task = handle(conn).catch(() => {}).finally(() => tasks.delete(task));
-      tasks.add(task);
-    }
-  })();
-
+  const loop = acceptConnections(listener, (conn) => handle(conn));
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
-      try {
-        listener.close();
-      } catch { /* closed */ }
-      await accepting;
       rendezvous.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch { /* closed */ }
-      }
-      await Promise.allSettled([...tasks]);
+      await loop.close();
       store.close();
     })();
     return closing;

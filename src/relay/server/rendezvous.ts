@@ -24,6 +24,7 @@ import {
   frames,
   type RelayFrame,
   relayFrameProblem,
+  validRelayFrames,
 } from "../frame.ts";
 import { type RendezvousGrant, RendezvousRejection } from "./signing.ts";
 import type { RelayStore } from "./store.ts";
@@ -129,15 +130,7 @@ export class Rendezvous {
     });
     this.#logger.info("relay.executor_connected", { environment: env });
     try {
-      for await (const message of channel.messages) {
-        if (typeof message === "string") continue;
-        let frame: RelayFrame;
-        try {
-          frame = decodeRelayFrame(message);
-        } catch {
-          continue;
-        }
-        if (relayFrameProblem(frame) !== null) continue;
+      for await (const [frame, message] of validRelayFrames(channel.messages)) {
         const harness = executor.streams.get(frame.streamId);
         if (!harness) continue;
         this.#enqueue(harness, message);
