@@ -12,7 +12,7 @@ import { createExecToolServer, type ExecToolServerOptions } from "../src/mcp/too
 import { ExecServer } from "../src/server/exec_server.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "./helpers/assert.ts";
-import { CLI } from "./helpers/wire_client.ts";
+import { CLI, jsonLines } from "./helpers/wire_client.ts";
 
 interface ToolResult {
   content: Array<{ type: string; text?: string }>;
@@ -333,19 +333,8 @@ Deno.test("exec-server mcp: the real command over stdio", async () => {
     stderr: "null",
   }).spawn();
   const writer = child.stdin.getWriter();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = "";
-  const next = async () => {
-    while (!buffered.includes("\n")) {
-      const { value, done } = await lines.read();
-      if (done) throw new Error("stdout ended");
-      buffered += value;
-    }
-    const at = buffered.indexOf("\n");
-    const line = buffered.slice(0, at);
-    buffered = buffered.slice(at + 1);
-    return JSON.parse(line);
-  };
+  const lines = jsonLines(child.stdout);
+  const next = () => lines.next();
   const send = (m: unknown) => writer.write(new TextEncoder().encode(JSON.stringify(m) + "\n"));
   await send({
     jsonrpc: "2.0",

@@ -21,7 +21,7 @@ import {
 import { ExecServer } from "../src/server/exec_server.ts";
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import { config, curl, httpOrigin, startProxy } from "./helpers/proxy.ts";
-import { CLI, text } from "./helpers/wire_client.ts";
+import { CLI, jsonLines, text } from "./helpers/wire_client.ts";
 
 const http = { transport: "tcp" as const, hostname: "127.0.0.1", port: 3128 };
 const socks = { transport: "tcp" as const, hostname: "127.0.0.1", port: 8081 };
@@ -196,19 +196,8 @@ Deno.test("proxy command: prints its addresses, reloads its file, asks the JSON-
     stdout: "piped",
     stderr: "null",
   }).spawn();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = "";
-  const nextLine = async () => {
-    while (!buffered.includes("\n")) {
-      const { value, done } = await lines.read();
-      if (done) throw new Error("stdout ended");
-      buffered += value;
-    }
-    const at = buffered.indexOf("\n");
-    const line = buffered.slice(0, at);
-    buffered = buffered.slice(at + 1);
-    return JSON.parse(line);
-  };
+  const lines = jsonLines(child.stdout);
+  const nextLine = () => lines.next();
   const writer = child.stdin.getWriter();
   try {
     const listening = await nextLine();

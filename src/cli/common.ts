@@ -113,3 +113,14 @@ export async function printLine(line: string): Promise<void> {
     writer.releaseLock();
   }
 }
+
+/** Resolves with the first SIGINT, SIGTERM or SIGHUP (listeners removed after). */
+export async function terminationSignal(): Promise<Deno.Signal> {
+  const got = Promise.withResolvers<Deno.Signal>();
+  const remove = onTerminationSignal((signal) => got.resolve(signal));
+  try {
+    return await got.promise;
+  } finally {
+    remove();
+  }
+}

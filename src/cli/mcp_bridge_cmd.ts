@@ -11,7 +11,7 @@ import { createLogger, type LogLevel } from "../log/logger.ts";
 import { serveMcpBridgeHttp, serveMcpBridgeStdio } from "../mcp/bridge_server.ts";
 import type { McpEnvVar, McpServerSpec } from "../mcp/server_spec.ts";
 import { connectFromFlags, CONNECTION_FLAGS } from "./client_args.ts";
-import { onTerminationSignal, parseDuration, parsePositiveInt, UsageError } from "./common.ts";
+import { parseDuration, parsePositiveInt, terminationSignal, UsageError } from "./common.ts";
 
 /** Help text. */
 export const MCP_BRIDGE_USAGE =
@@ -113,10 +113,7 @@ export async function runMcpBridge(args: string[]): Promise<number> {
         : {}),
     });
     console.error(`mcp-bridge listening on ${http.url}`);
-    const stop = Promise.withResolvers<void>();
-    const removeSignals = onTerminationSignal(() => stop.resolve());
-    await stop.promise;
-    removeSignals();
+    await terminationSignal();
     await http.close();
     return 0;
   } finally {

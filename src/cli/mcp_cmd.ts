@@ -11,7 +11,7 @@ import { createLogger, type LogLevel } from "../log/logger.ts";
 import { serveExecToolsHttp, serveExecToolsStdio } from "../mcp/tool_serve.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { CONNECTION_FLAGS, connectOptions } from "./client_args.ts";
-import { onTerminationSignal, parseDuration, parsePositiveInt, UsageError } from "./common.ts";
+import { parseDuration, parsePositiveInt, terminationSignal, UsageError } from "./common.ts";
 
 /** Help text. */
 export const MCP_USAGE = `Usage: exec-server mcp [OPTIONS]
@@ -95,10 +95,7 @@ export async function runMcp(args: string[]): Promise<number> {
         : {}),
     });
     console.error(`exec-server mcp listening on ${http.url}`);
-    const stop = Promise.withResolvers<void>();
-    const removeSignals = onTerminationSignal(() => stop.resolve());
-    await stop.promise;
-    removeSignals();
+    await terminationSignal();
     await http.close();
     return 0;
   } finally {

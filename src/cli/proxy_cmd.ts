@@ -8,7 +8,7 @@ import { parseArgs } from "node:util";
 import { createLogger, type LogLevel } from "../log/logger.ts";
 import type { NetworkDecision, NetworkPolicyRequest } from "../proxy/decision.ts";
 import { startNetworkProxyFromFile } from "../proxy/start.ts";
-import { onTerminationSignal, parseDuration, printLine, UsageError } from "./common.ts";
+import { parseDuration, printLine, terminationSignal, UsageError } from "./common.ts";
 
 /** Help text. */
 export const PROXY_USAGE = `Usage: exec-server proxy --config FILE [OPTIONS]
@@ -134,10 +134,7 @@ export async function runProxy(args: string[]): Promise<number> {
       socks: addr(proxy.addresses.socks),
       trustBundle: proxy.trustBundlePath,
     }));
-    const stop = Promise.withResolvers<void>();
-    const remove = onTerminationSignal(() => stop.resolve());
-    await stop.promise;
-    remove();
+    await terminationSignal();
     return 0;
   } finally {
     await proxy.shutdown();

@@ -9,7 +9,7 @@ import { parseArgs } from "node:util";
 import { createLogger, type LogLevel } from "../log/logger.ts";
 import { startRelayServer } from "../relay/server/relay_server.ts";
 import { RelayStore } from "../relay/server/store.ts";
-import { onTerminationSignal, printLine, UsageError } from "./common.ts";
+import { printLine, terminationSignal, UsageError } from "./common.ts";
 
 /** Help text. */
 export const RELAY_USAGE = `Usage: exec-server relay --listen http://IP:PORT [OPTIONS]
@@ -73,10 +73,7 @@ export async function runRelay(args: string[]): Promise<number> {
     ...(flags["public-url"] ? { publicUrl: flags["public-url"] } : {}),
   });
   await printLine(relay.url);
-  const stop = Promise.withResolvers<void>();
-  const remove = onTerminationSignal(() => stop.resolve());
-  await stop.promise;
-  remove();
+  await terminationSignal();
   await relay.close();
   return 0;
 }

@@ -414,3 +414,24 @@ export async function waitFor<T>(
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }
+
+/** Reads JSON lines from a byte stream: `next()` parses the next line; `cancel()` stops. */
+export function jsonLines(stream: ReadableStream<Uint8Array>) {
+  const lines = stream.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  return {
+    // deno-lint-ignore no-explicit-any
+    async next(): Promise<any> {
+      while (!buffered.includes("\n")) {
+        const { value, done } = await lines.read();
+        if (done) throw new Error("stream ended");
+        buffered += value;
+      }
+      const at = buffered.indexOf("\n");
+      const line = buffered.slice(0, at);
+      buffered = buffered.slice(at + 1);
+      return JSON.parse(line);
+    },
+    cancel: () => lines.cancel(),
+  };
+}
