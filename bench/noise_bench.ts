@@ -2,6 +2,7 @@
 // WebCrypto, and the hybrid-IK handshake cost per side.
 //   deno bench -A bench/noise_bench.ts
 
+import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 import { gcm } from "@noble/ciphers/aes.js";
 import { aesGcmNonce } from "../src/noise/primitives.ts";
 import {
@@ -30,6 +31,7 @@ for (const [label, data] of [["61440 B", big], ["256 B", small]] as const) {
   });
 }
 
+await loadNoiseCrypto();
 const executor = generateIdentity();
 const harness = generateIdentity();
 const prologue = buildPrologue("env", "reg", "stream");

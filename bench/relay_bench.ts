@@ -6,6 +6,7 @@
 //
 //   deno run -A bench/relay_bench.ts [--mib 512]
 
+import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 import { parseArgs } from "node:util";
 import { connect } from "../src/client/client.ts";
 import { RelayStore } from "../src/relay/server/store.ts";
@@ -142,6 +143,7 @@ async function drainStdout(client: Awaited<ReturnType<typeof connect>>): Promise
 }
 
 {
+  await loadNoiseCrypto();
   const executor = generateIdentity();
   const harness = generateIdentity();
   const key = { dh: executor.key.dh.publicKey, kem: executor.key.kem.publicKey };

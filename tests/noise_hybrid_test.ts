@@ -2,6 +2,7 @@
 // prologue vector, key JSON validation, and tampering (flipped bits,
 // replayed, reordered, truncated and oversized records are all rejected).
 
+import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 import {
   authorizationFromPayload,
   buildPrologue,
@@ -16,6 +17,8 @@ import { HandshakeError } from "../src/noise/handshake.ts";
 import { AESGCM, hash, MLKEM768, X25519 } from "../src/noise/primitives.ts";
 import { MAX_RECORD_PLAINTEXT, RecordCipher } from "../src/noise/transport.ts";
 import { assert, assertEquals, assertRejects, assertThrows } from "./helpers/assert.ts";
+
+await loadNoiseCrypto();
 
 const fill = (n: number, b: number) => new Uint8Array(n).fill(b);
 const key = (x: number, k: number) => ({

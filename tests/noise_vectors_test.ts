@@ -2,10 +2,13 @@
 // 25519/SHA256 pattern there, AESGCM and ChaChaPoly, with and without PSKs),
 // and the deterministic hybrid-IK vector of the design notes.
 
+import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 import { HandshakeState, type LocalKey } from "../src/noise/handshake.ts";
 import { parsePattern } from "../src/noise/patterns.ts";
 import { AESGCM, ChaChaPoly, X25519 } from "../src/noise/primitives.ts";
 import { assert, assertEquals } from "./helpers/assert.ts";
+
+await loadNoiseCrypto();
 
 interface Vector {
   protocol_name: string;

@@ -4,15 +4,52 @@
  * nonce layouts (AES-GCM: 4 zero bytes + big-endian u64; ChaCha20-Poly1305:
  * 4 zero bytes + little-endian u64).
  *
+ * The libraries (~10 MiB resident) are loaded on first use so commands
+ * that never touch Noise do not pay for them: call
+ * {@linkcode loadNoiseCrypto} (once) before any handshake.
+ *
  * @module
  */
 
-import { x25519 } from "@noble/curves/ed25519.js";
-import { ml_kem768 } from "@noble/post-quantum/ml-kem.js";
-import { sha256 } from "@noble/hashes/sha2.js";
-import { hmac } from "@noble/hashes/hmac.js";
-import { gcm } from "@noble/ciphers/aes.js";
-import { chacha20poly1305 } from "@noble/ciphers/chacha.js";
+interface Noble {
+  x25519: typeof import("@noble/curves/ed25519.js").x25519;
+  ml_kem768: typeof import("@noble/post-quantum/ml-kem.js").ml_kem768;
+  sha256: typeof import("@noble/hashes/sha2.js").sha256;
+  hmac: typeof import("@noble/hashes/hmac.js").hmac;
+  gcm: typeof import("@noble/ciphers/aes.js").gcm;
+  chacha20poly1305: typeof import("@noble/ciphers/chacha.js").chacha20poly1305;
+}
+
+let noble: Noble | null = null;
+let loading: Promise<void> | null = null;
+
+/** Loads the crypto libraries (idempotent). */
+export function loadNoiseCrypto(): Promise<void> {
+  loading ??= (async () => {
+    const [curves, pq, sha2, mac, aes, chacha] = await Promise.all([
+      import("@noble/curves/ed25519.js"),
+      import("@noble/post-quantum/ml-kem.js"),
+      import("@noble/hashes/sha2.js"),
+      import("@noble/hashes/hmac.js"),
+      import("@noble/ciphers/aes.js"),
+      import("@noble/ciphers/chacha.js"),
+    ]);
+    noble = {
+      x25519: curves.x25519,
+      ml_kem768: pq.ml_kem768,
+      sha256: sha2.sha256,
+      hmac: mac.hmac,
+      gcm: aes.gcm,
+      chacha20poly1305: chacha.chacha20poly1305,
+    };
+  })();
+  return loading;
+}
+
+function lib(): Noble {
+  if (!noble) throw new Error("Noise crypto is not loaded: await loadNoiseCrypto() first");
+  return noble;
+}
 
 /** SHA-256 output length. */
 export const HASHLEN = 32;
@@ -21,13 +58,14 @@ export const TAGLEN = 16;
 
 /** SHA-256 of the concatenation of `parts`. */
 export function hash(...parts: Uint8Array[]): Uint8Array {
-  const h = sha256.create();
+  const h = lib().sha256.create();
   for (const p of parts) h.update(p);
   return h.digest();
 }
 
 /** The Noise HKDF with 2 or 3 outputs. */
 export function hkdf(ck: Uint8Array, ikm: Uint8Array, outputs: 2 | 3): Uint8Array[] {
+  const { hmac, sha256 } = lib();
   const temp = hmac(sha256, ck, ikm);
   const o1 = hmac(sha256, temp, Uint8Array.of(1));
   const o2 = hmac(sha256, temp, concat(o1, Uint8Array.of(2)));
@@ -74,15 +112,15 @@ function chachaNonce(n: bigint): Uint8Array {
 /** AES-256-GCM (noble). */
 export const AESGCM: NoiseAead = {
   name: "AESGCM",
-  encrypt: (k, n, ad, p) => gcm(k, aesGcmNonce(n), ad).encrypt(p),
-  decrypt: (k, n, ad, c) => gcm(k, aesGcmNonce(n), ad).decrypt(c),
+  encrypt: (k, n, ad, p) => lib().gcm(k, aesGcmNonce(n), ad).encrypt(p),
+  decrypt: (k, n, ad, c) => lib().gcm(k, aesGcmNonce(n), ad).decrypt(c),
 };
 
 /** ChaCha20-Poly1305 (noble). */
 export const ChaChaPoly: NoiseAead = {
   name: "ChaChaPoly",
-  encrypt: (k, n, ad, p) => chacha20poly1305(k, chachaNonce(n), ad).encrypt(p),
-  decrypt: (k, n, ad, c) => chacha20poly1305(k, chachaNonce(n), ad).decrypt(c),
+  encrypt: (k, n, ad, p) => lib().chacha20poly1305(k, chachaNonce(n), ad).encrypt(p),
+  decrypt: (k, n, ad, c) => lib().chacha20poly1305(k, chachaNonce(n), ad).decrypt(c),
 };
 
 /** An X25519 key pair. */
@@ -96,10 +134,10 @@ export interface DhKeyPair {
 /** X25519: key pairs (random or from a secret) and DH (a low-order result throws). */
 export const X25519 = {
   keyPair(secretKey: Uint8Array = crypto.getRandomValues(new Uint8Array(32))): DhKeyPair {
-    return { secretKey, publicKey: x25519.getPublicKey(secretKey) };
+    return { secretKey, publicKey: lib().x25519.getPublicKey(secretKey) };
   },
   dh(secretKey: Uint8Array, publicKey: Uint8Array): Uint8Array {
-    return x25519.getSharedSecret(secretKey, publicKey);
+    return lib().x25519.getSharedSecret(secretKey, publicKey);
   },
 };
 
@@ -116,17 +154,17 @@ export const MLKEM768 = {
   publicKeyBytes: 1184,
   ciphertextBytes: 1088,
   keyPair(seed?: Uint8Array): KemKeyPair {
-    const k = ml_kem768.keygen(seed);
+    const k = lib().ml_kem768.keygen(seed);
     return { secretKey: k.secretKey, publicKey: k.publicKey };
   },
   encapsulate(
     publicKey: Uint8Array,
     randomness?: Uint8Array,
   ): { ciphertext: Uint8Array; sharedSecret: Uint8Array } {
-    const r = ml_kem768.encapsulate(publicKey, randomness);
+    const r = lib().ml_kem768.encapsulate(publicKey, randomness);
     return { ciphertext: r.cipherText, sharedSecret: r.sharedSecret };
   },
   decapsulate(ciphertext: Uint8Array, secretKey: Uint8Array): Uint8Array {
-    return ml_kem768.decapsulate(ciphertext, secretKey);
+    return lib().ml_kem768.decapsulate(ciphertext, secretKey);
   },
 };

@@ -32,6 +32,7 @@ import {
   responderHandshake,
 } from "../noise/hybrid_ik.ts";
 import { RecordCipher } from "../noise/transport.ts";
+import { loadNoiseCrypto } from "../noise/primitives.ts";
 import type { ExecServer } from "../server/exec_server.ts";
 import { encodeRelayFrame, frames, type RelayFrame, validRelayFrames } from "./frame.ts";
 import {
@@ -110,6 +111,7 @@ export class RemoteExecutor implements AsyncDisposable {
 
   /** Registers (errors are thrown) and starts serving in the background. */
   static async start(options: RemoteExecutorOptions): Promise<RemoteExecutor> {
+    await loadNoiseCrypto();
     const identity = options.identity ?? generateIdentity();
     const registration = await registerExecutor(
       options.registry,

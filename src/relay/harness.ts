@@ -20,6 +20,7 @@ import {
   type NoiseIdentity,
 } from "../noise/hybrid_ik.ts";
 import { RecordCipher } from "../noise/transport.ts";
+import { loadNoiseCrypto } from "../noise/primitives.ts";
 import {
   decodeRelayFrame,
   encodeRelayFrame,
@@ -100,13 +101,16 @@ export function rendezvousTransport(
   provider: RendezvousProvider,
   options: { identity?: NoiseIdentity } = {},
 ): () => Promise<OpenedTransport> {
-  const identity = options.identity ?? generateIdentity();
+  let identity = options.identity ?? null;
   const endpoint = {
     url: provider.registryUrl,
     bearer: provider.token,
     ...(provider.accountId ? { accountId: provider.accountId } : {}),
   };
   return async () => {
+    await loadNoiseCrypto();
+    // One identity for every connection of this provider.
+    identity ??= generateIdentity();
     let bundle = await connectHarness(endpoint, provider.environmentId, identity.publicKey);
     let channel: WebSocketChannel;
     try {
