@@ -92,6 +92,11 @@ export class ServerConnection {
     this.#logger.info("connection.opened");
   }
 
+  /** Whether the session outlives this connection (`detach`) or dies with it. */
+  get disconnectPolicy(): DisconnectPolicy {
+    return this.#options.onDisconnect;
+  }
+
   /** The attached session, once initialized. */
   get session(): Session | null {
     return this.#session;

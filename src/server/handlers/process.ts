@@ -201,7 +201,13 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         tty: started.tty,
         stdoutName: started.tty ? "pty" : "stdout",
         logger: server.logger.child({ processId: p.processId }),
-        limits: { retainBytes: server.options.outputHistoryBytes },
+        // A session that can be resumed keeps enough delivered output to
+        // replay what was in flight when its connection dropped.
+        limits: {
+          retainBytes: ctx.connection.disconnectPolicy === "detach"
+            ? server.options.outputHistoryBytes
+            : 1024 * 1024,
+        },
         ...(started.signal ? { signal: started.signal } : {}),
         ...(started.terminal ? { terminal: started.terminal } : {}),
       });
