@@ -140,7 +140,9 @@ export async function forwardHttp(
 ): Promise<ProxyResponse> {
   const bodiless = request.headers.get("content-length") === null &&
     request.headers.get("transfer-encoding") === null;
-  const pooled = ctx.pool &&
+  // A kept-alive connection may have been closed by the origin meanwhile;
+  // only requests that can be retried (no body) take one.
+  const pooled = ctx.pool && bodiless &&
       !(ctx.state.config.allow_upstream_proxy &&
         pickUpstream(ctx.upstreams, target.scheme === "https"))
     ? ctx.pool.take(poolKey(target))
@@ -149,7 +151,7 @@ export async function forwardHttp(
     try {
       return await exchange(ctx, request, target, controls, headers, pooled, true);
     } catch (error) {
-      if (!(error instanceof StaleConnection) || !bodiless) throw error;
+      if (!(error instanceof StaleConnection)) throw error;
     }
   }
   return await exchange(ctx, request, target, controls, headers, null, false);
