@@ -436,3 +436,37 @@ Deno.test({
     echo.close();
   }
 });
+
+Deno.test("http proxy: a pooled upstream connection the origin closed is retried on a fresh one", async () => {
+  // An origin that answers one request per connection, then closes it
+  // without saying so (no `connection: close`).
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let served = 0;
+  const serving = (async () => {
+    for await (const conn of listener) {
+      const buffer = new Uint8Array(4096);
+      await conn.read(buffer);
+      served++;
+      await conn.write(new TextEncoder().encode(`HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok`));
+      await new Promise((r) => setTimeout(r, 20));
+      conn.close();
+    }
+  })();
+  await using proxy = await startProxy(config({ domains: LOCAL }));
+  try {
+    const port = (listener.addr as Deno.NetAddr).port;
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setTimeout(r, 50)); // let the origin close the pooled connection
+      const r = await curl([
+        "-x",
+        `http://${addr(proxy.addresses.http)}`,
+        `http://127.0.0.1:${port}/${i}`,
+      ]);
+      assertEquals([r.status, r.body], [200, "ok"]);
+    }
+    assertEquals(served, 3);
+  } finally {
+    listener.close();
+    await serving.catch(() => {});
+  }
+});
