@@ -217,20 +217,48 @@ Deno.test("transport: flipped, replayed, reordered, short and oversized records 
     new Uint8Array(MAX_RECORD_PLAINTEXT + 1),
   );
   await assertRejects(() => recv.open(big), Error, "exceeds maximum length");
-  // WebCrypto and noble produce the same records.
-  const x = vectorPair();
-  x.r.readMessage(x.i.writeMessage(x.payload));
-  x.i.readMessage(x.r.writeMessage());
-  const s1 = x.i.split().send;
-  const y = vectorPair();
-  y.r.readMessage(y.i.writeMessage(y.payload));
-  y.i.readMessage(y.r.writeMessage());
-  const s2 = y.i.split().send;
-  const data = crypto.getRandomValues(new Uint8Array(MAX_RECORD_PLAINTEXT));
-  for (let k = 0; k < 3; k++) {
-    const web = await new RecordCipher(s1, { webCryptoThreshold: 0 }).seal(data);
-    const noble = await new RecordCipher(s2, { webCryptoThreshold: Infinity }).seal(data);
-    assertEquals(web.toHex(), noble.toHex());
+  // libcrypto (FFI), WebCrypto and noble produce the same records, and each
+  // opens the others'.
+  const pairs = () => {
+    const x = vectorPair();
+    x.r.readMessage(x.i.writeMessage(x.payload));
+    x.i.readMessage(x.r.writeMessage());
+    return x.i.split();
+  };
+  const kinds = {
+    native: { native: true },
+    webcrypto: { native: false, webCryptoThreshold: 0 },
+    noble: { native: false, webCryptoThreshold: Infinity },
+  };
+  assert(new RecordCipher(pairs().send, kinds.native).native, "libcrypto loads on this machine");
+  for (const length of [0, 1, 4096, MAX_RECORD_PLAINTEXT]) {
+    const data = crypto.getRandomValues(new Uint8Array(length));
+    const sealed: Record<string, string> = {};
+    for (const [name, options] of Object.entries(kinds)) {
+      const sender = new RecordCipher(pairs().send, options);
+      for (let k = 0; k < 3; k++) sealed[`${name}${k}`] = (await sender.seal(data)).toHex();
+    }
+    for (let k = 0; k < 3; k++) {
+      assertEquals(sealed[`native${k}`], sealed[`noble${k}`]);
+      assertEquals(sealed[`webcrypto${k}`], sealed[`noble${k}`]);
+    }
+    for (const options of Object.values(kinds)) {
+      const receiver = new RecordCipher(pairs().receive, options);
+      // Sealed by the responder's send state = the initiator's receive state.
+      const responder = vectorPair();
+      responder.r.readMessage(responder.i.writeMessage(responder.payload));
+      responder.i.readMessage(responder.r.writeMessage());
+      const sender = new RecordCipher(responder.r.split().send, { native: false });
+      for (let k = 0; k < 3; k++) {
+        const record = await sender.seal(data);
+        if (k === 1) {
+          const tampered = record.slice();
+          tampered[tampered.length - 1]! ^= 0x80;
+          await assertRejects(() => receiver.open(tampered), Error, "failed to decrypt");
+        }
+        assertEquals((await receiver.open(record)).toHex(), data.toHex());
+      }
+    }
   }
 });
 

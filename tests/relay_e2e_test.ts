@@ -9,6 +9,10 @@ import { ExecServer } from "../src/server/exec_server.ts";
 import { referenceBin } from "./helpers/reference.ts";
 import { CLI } from "./helpers/wire_client.ts";
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
+import { loadNoiseCrypto } from "../src/noise/primitives.ts";
+
+// Loaded before the tests: libcrypto (FFI) stays open for the process.
+await loadNoiseCrypto();
 
 async function setup(onForward?: (bytes: Uint8Array, direction: string) => void) {
   const relay = await startRelayServer({

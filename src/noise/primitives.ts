@@ -11,6 +11,8 @@
  * @module
  */
 
+import { loadOpenSslAesGcm } from "./aes_gcm_openssl.ts";
+
 interface Noble {
   x25519: typeof import("@noble/curves/ed25519.js").x25519;
   ml_kem768: typeof import("@noble/post-quantum/ml-kem.js").ml_kem768;
@@ -23,9 +25,13 @@ interface Noble {
 let noble: Noble | null = null;
 let loading: Promise<void> | null = null;
 
-/** Loads the crypto libraries (idempotent). */
+/**
+ * Loads the crypto libraries (idempotent), and the system's libcrypto for
+ * transport records when FFI is granted (see aes_gcm_openssl.ts).
+ */
 export function loadNoiseCrypto(): Promise<void> {
   loading ??= (async () => {
+    loadOpenSslAesGcm();
     const [curves, pq, sha2, mac, aes, chacha] = await Promise.all([
       import("@noble/curves/ed25519.js"),
       import("@noble/post-quantum/ml-kem.js"),
