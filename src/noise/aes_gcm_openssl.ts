@@ -53,6 +53,8 @@ const TAG = 16;
 export interface NativeAesGcm {
   /** `plaintext` sealed: ciphertext followed by the tag. */
   seal(key: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array): Uint8Array;
+  /** Seals into `out` (exactly `plaintext.length + 16` bytes). */
+  sealInto(key: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array, out: Uint8Array): void;
   /** The plaintext, or null when the tag does not verify. */
   open(key: Uint8Array, nonce: Uint8Array, sealed: Uint8Array): Uint8Array | null;
 }
@@ -104,8 +106,15 @@ function bind(s: Deno.DynamicLibrary<typeof SYMBOLS>["symbols"]): NativeAesGcm |
   };
   const aes: NativeAesGcm = {
     seal(key, nonce, plaintext) {
-      checkKey(key, nonce);
       const out = new Uint8Array(plaintext.length + TAG);
+      aes.sealInto(key, nonce, plaintext, out);
+      return out;
+    },
+    sealInto(key, nonce, plaintext, out) {
+      checkKey(key, nonce);
+      if (out.length !== plaintext.length + TAG) {
+        throw new RangeError("sealInto: out must be the plaintext length plus the tag");
+      }
       const tag = out.subarray(plaintext.length);
       if (s.EVP_EncryptInit_ex(sealCtx, null, null, key, nonce) !== 1) fail("EncryptInit");
       if (
@@ -114,7 +123,6 @@ function bind(s: Deno.DynamicLibrary<typeof SYMBOLS>["symbols"]): NativeAesGcm |
       ) fail("EncryptUpdate");
       if (s.EVP_EncryptFinal_ex(sealCtx, tag, outLength) !== 1) fail("EncryptFinal");
       if (s.EVP_CIPHER_CTX_ctrl(sealCtx, EVP_CTRL_GCM_GET_TAG, TAG, tag) !== 1) fail("GET_TAG");
-      return out;
     },
     open(key, nonce, sealed) {
       checkKey(key, nonce);

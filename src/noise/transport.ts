@@ -93,6 +93,23 @@ export class RecordCipher {
   }
 
   /**
+   * Encrypts one record (≤ 61 440 bytes) with the next nonce straight into
+   * `out` (`plaintext.length + 16` bytes). Synchronous, so only with
+   * {@linkcode native} records; use {@linkcode seal} otherwise.
+   */
+  sealInto(plaintext: Uint8Array, out: Uint8Array): void {
+    if (!this.#native) throw new Error("sealInto needs libcrypto records (see native)");
+    if (plaintext.length > MAX_RECORD_PLAINTEXT) {
+      throw new RecordError("Noise relay plaintext record exceeds maximum length");
+    }
+    if (out.length !== plaintext.length + TAGLEN) {
+      throw new RangeError("sealInto: out must be the plaintext length plus the tag");
+    }
+    const n = this.#state.nextNonce();
+    this.#native.sealInto(this.#state.key, aesGcmNonce(n), plaintext, out);
+  }
+
+  /**
    * Decrypts the next record, taking its nonce now (so several can be in
    * flight and complete in parallel); any failure is fatal for the stream.
    */

@@ -34,7 +34,8 @@ import {
 import { RecordCipher } from "../noise/transport.ts";
 import { loadNoiseCrypto } from "../noise/primitives.ts";
 import type { ExecServer } from "../server/exec_server.ts";
-import { encodeRelayFrame, frames, type RelayFrame, validRelayFrames } from "./frame.ts";
+import { frames, type RelayFrame, validRelayFrames } from "./frame.ts";
+import { type RelayLink, relayLink } from "./relay_link.ts";
 import {
   registerExecutor,
   type Registration,
@@ -214,10 +215,10 @@ export class RemoteExecutor implements AsyncDisposable {
   }
 
   async #serve(channel: WebSocketChannel): Promise<void> {
-    const send = (frame: RelayFrame) => channel.send(encodeRelayFrame(frame));
+    const link = relayLink(channel);
     try {
       for await (const [frame] of validRelayFrames(channel.messages)) {
-        this.#dispatch(frame, send);
+        this.#dispatch(frame, link);
       }
     } catch (error) {
       this.#logger.debug("remote.socket_error", { error: (error as Error).message });
@@ -231,8 +232,8 @@ export class RemoteExecutor implements AsyncDisposable {
     }
   }
 
-  #reset(send: (f: RelayFrame) => Promise<void>, streamId: string): void {
-    send(frames.reset(streamId)).catch(() => {});
+  #reset(link: RelayLink, streamId: string): void {
+    link.send(frames.reset(streamId)).catch(() => {});
   }
 
   #fail(): void {
@@ -244,25 +245,25 @@ export class RemoteExecutor implements AsyncDisposable {
     }
   }
 
-  #dispatch(frame: RelayFrame, send: (f: RelayFrame) => Promise<void>): void {
+  #dispatch(frame: RelayFrame, link: RelayLink): void {
     const id = frame.streamId;
     const body = frame.body!;
     const state = this.#streams.get(id);
     switch (body.kind) {
       case "handshake": {
-        if (Date.now() < this.#cooldownUntil) return this.#reset(send, id);
-        if (state?.kind === "active") return this.#reset(send, id);
+        if (Date.now() < this.#cooldownUntil) return this.#reset(link, id);
+        if (state?.kind === "active") return this.#reset(link, id);
         if (state?.kind === "pending") {
           state.cancelled = true;
           this.#streams.delete(id);
           this.#pending--;
           this.#fail();
-          return this.#reset(send, id);
+          return this.#reset(link, id);
         }
         if (this.activeStreams >= MAX_ACTIVE || this.#pending >= MAX_PENDING) {
-          return this.#reset(send, id);
+          return this.#reset(link, id);
         }
-        return this.#handshake(id, body.payload, send);
+        return this.#handshake(id, body.payload, link);
       }
       case "data": {
         if (state?.kind === "active") {
@@ -275,7 +276,7 @@ export class RemoteExecutor implements AsyncDisposable {
           this.#pending--;
           this.#fail();
         }
-        return this.#reset(send, id);
+        return this.#reset(link, id);
       }
       case "reset": {
         if (state?.kind === "pending") {
@@ -290,7 +291,7 @@ export class RemoteExecutor implements AsyncDisposable {
     }
   }
 
-  #handshake(id: string, msg1: Uint8Array, send: (f: RelayFrame) => Promise<void>): void {
+  #handshake(id: string, msg1: Uint8Array, link: RelayLink): void {
     const registration = this.#registration;
     let hs: HandshakeState;
     let authorization: string;
@@ -303,7 +304,7 @@ export class RemoteExecutor implements AsyncDisposable {
     } catch (error) {
       this.#logger.debug("remote.handshake_rejected", { error: (error as Error).message });
       this.#fail();
-      return this.#reset(send, id);
+      return this.#reset(link, id);
     }
     const instance = ++this.#instances;
     const pending: StreamState = { kind: "pending", instance, cancelled: false };
@@ -326,32 +327,33 @@ export class RemoteExecutor implements AsyncDisposable {
         this.#streams.delete(id);
         this.#fail();
         if (verdict === "unauthorized") {
-          await send(
+          await link.send(
             frames.handshake(id, hs.writeMessage(new TextEncoder().encode(AUTH_REJECTED_PAYLOAD))),
           ).catch(() => {});
         }
-        return this.#reset(send, id);
+        return this.#reset(link, id);
       }
       this.#failures = 0;
       const msg2 = hs.writeMessage();
       const { send: tx, receive: rx } = hs.split();
       const stream = secureConnection(new RecordCipher(tx), new RecordCipher(rx), {
-        sendData: (seq, ct) => send(frames.data(id, seq, ct)),
+        sendData: (seq, ct) => link.send(frames.data(id, seq, ct)),
+        sendDataWith: (seq, length, fill) => link.sendDataWith(id, seq, length, fill),
         end: () => {
           const current = this.#streams.get(id);
           if (current?.instance === instance) {
             this.#streams.delete(id);
-            this.#reset(send, id);
+            this.#reset(link, id);
           }
         },
       }, { label: `relay stream ${id}`, maxQueuedMessages: 128 });
-      await send(frames.handshake(id, msg2));
+      await link.send(frames.handshake(id, msg2));
       this.#streams.set(id, { kind: "active", instance, stream });
       this.#options.server.serve(stream.connection, "detach").catch(() => {});
     })().catch((error) => {
       this.#logger.warn("remote.stream_failed", { error: (error as Error).message });
       this.#streams.delete(id);
-      this.#reset(send, id);
+      this.#reset(link, id);
     });
   }
 

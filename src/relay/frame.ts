@@ -157,6 +157,33 @@ export function encodeRelayFrame(frame: RelayFrame): Uint8Array {
   return w.buf;
 }
 
+/**
+ * The bytes of a Data frame up to its payload: `prefix ++ payload` is
+ * exactly `encodeRelayFrame(frames.data(streamId, seq, payload))` for any
+ * non-empty payload of `payloadLength` bytes (the payload is the last field
+ * of the last field), so a sender can write the payload straight after it.
+ */
+export function encodeRelayDataPrefix(
+  streamId: string,
+  seq: number,
+  payloadLength: number,
+): Uint8Array {
+  const sid = encoder.encode(streamId);
+  const inner = uintField(1, seq) + uintField(3, 1) + lenField(4, payloadLength);
+  const size = uintField(1, RELAY_FRAME_VERSION) + (sid.length ? lenField(2, sid.length) : 0) +
+    varintSize((5 << 3) | 2) + varintSize(inner) + (inner - payloadLength);
+  const w = new Writer(size);
+  w.uint(1, RELAY_FRAME_VERSION);
+  if (sid.length) w.bytes(2, sid);
+  w.varint((5 << 3) | 2);
+  w.varint(inner);
+  w.uint(1, seq);
+  w.uint(3, 1);
+  w.varint((4 << 3) | 2);
+  w.varint(payloadLength);
+  return w.buf;
+}
+
 /** The bytes are not a protobuf frame. */
 export class RelayFrameError extends Error {
   /** Creates the error. */

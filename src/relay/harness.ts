@@ -21,13 +21,8 @@ import {
 } from "../noise/hybrid_ik.ts";
 import { RecordCipher } from "../noise/transport.ts";
 import { loadNoiseCrypto } from "../noise/primitives.ts";
-import {
-  decodeRelayFrame,
-  encodeRelayFrame,
-  frames,
-  type RelayFrame,
-  relayFrameProblem,
-} from "./frame.ts";
+import { decodeRelayFrame, frames, type RelayFrame, relayFrameProblem } from "./frame.ts";
+import { relayLink } from "./relay_link.ts";
 import { RELAY_WEBSOCKET_MAX } from "./executor.ts";
 import { type ConnectBundle, connectHarness } from "./registry_client.ts";
 import { harnessInboundLimit, secureConnection } from "./secure_connection.ts";
@@ -122,7 +117,8 @@ export function rendezvousTransport(
     }
     const streamId = crypto.randomUUID();
     const reader = channel.messages.getReader();
-    const send = (frame: RelayFrame) => channel.send(encodeRelayFrame(frame));
+    const link = relayLink(channel);
+    const send = (frame: RelayFrame) => link.send(frame);
     let stream;
     try {
       const hs = initiatorHandshake(
@@ -149,6 +145,7 @@ export function rendezvousTransport(
       const { send: tx, receive: rx } = hs.split();
       stream = secureConnection(new RecordCipher(tx), new RecordCipher(rx), {
         sendData: (seq, ct) => send(frames.data(streamId, seq, ct)),
+        sendDataWith: (seq, length, fill) => link.sendDataWith(streamId, seq, length, fill),
         end: () => {
           send(frames.reset(streamId)).catch(() => {});
           channel.close(1000, "").catch(() => {});

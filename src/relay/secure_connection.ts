@@ -12,6 +12,7 @@ import { type CloseInfo, closeLatch, type Connection } from "../jsonrpc/connecti
 import { decodeMessage, type IncomingMessage } from "../jsonrpc/message.ts";
 import { createOutputSink } from "../jsonrpc/output_sink.ts";
 import { MAX_RECORD_PLAINTEXT, type RecordCipher } from "../noise/transport.ts";
+import { TAGLEN } from "../noise/primitives.ts";
 import { lengthPrefixFraming, MAX_RELAY_MESSAGE, MessageAssembler } from "./message_framing.ts";
 import { OrderedCiphertext, SequenceCounter } from "./ordered.ts";
 
@@ -19,6 +20,12 @@ import { OrderedCiphertext, SequenceCounter } from "./ordered.ts";
 export interface SecureStreamIo {
   /** Sends one Data frame; resolves when the socket took it. */
   sendData(seq: number, ciphertext: Uint8Array): Promise<void>;
+  /**
+   * Sends one Data frame whose `length`-byte ciphertext `fill` writes
+   * synchronously straight into the outgoing message (no intermediate
+   * copies); used with libcrypto records.
+   */
+  sendDataWith?(seq: number, length: number, fill: (ciphertext: Uint8Array) => void): Promise<void>;
   /** The stream ended locally or by a violation: reset/close it. */
   end(reason: string): void;
 }
@@ -168,6 +175,24 @@ export function secureConnection(
   const output = createOutputSink(
     lengthPrefixFraming,
     async (bytes) => {
+      if (send.native && io.sendDataWith) {
+        // Sealed synchronously into the socket's frame, in nonce order; up
+        // to CRYPTO_WINDOW frames wait for the socket at once.
+        const writes: Promise<void>[] = [];
+        for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT) {
+          const record = bytes.subarray(at, at + MAX_RECORD_PLAINTEXT);
+          writes.push(
+            io.sendDataWith(
+              seq.take(),
+              record.length + TAGLEN,
+              (out) => send.sealInto(record, out),
+            ),
+          );
+          if (writes.length >= CRYPTO_WINDOW) await writes.shift();
+        }
+        await Promise.all(writes);
+        return;
+      }
       // Seal up to CRYPTO_WINDOW records at once (WebCrypto runs them in
       // parallel), send them in nonce order.
       const inFlight: Promise<Uint8Array>[] = [];
@@ -183,6 +208,8 @@ export function secureConnection(
       finish({ reason: "closed locally" }, true);
       return Promise.resolve();
     },
+    // Every record is sealed (copied) before the write resolves.
+    { reuseBuffers: true },
   );
 
   const connection: Connection = {

@@ -229,6 +229,28 @@ export class WebSocketChannel {
   }
 
   /**
+   * Sends one binary message of `length` bytes that `fill` writes straight
+   * into the outgoing frame (masked in place afterwards on the client side):
+   * one buffer and one write, no copy of the payload. Messages over the
+   * frame limit are fragmented as {@linkcode send} does.
+   */
+  sendBinaryWith(length: number, fill: (payload: Uint8Array) => void): Promise<void> {
+    if (length > this.maxFrameBytes) {
+      const payload = new Uint8Array(length);
+      fill(payload);
+      return this.send(payload);
+    }
+    const mask = this.#masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
+    const header = encodeFrameHeader(Opcode.Binary, length, true, mask);
+    const out = new Uint8Array(header.length + length);
+    out.set(header);
+    const payload = out.subarray(header.length);
+    fill(payload);
+    if (mask) applyMask(payload, mask);
+    return this.writeRaw(out);
+  }
+
+  /**
    * Starts the closing handshake (or finishes it); the transport is closed
    * once the peer answers or after `timeoutMs`.
    */
