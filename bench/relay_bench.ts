@@ -38,6 +38,32 @@ async function firstLine(child: Deno.ChildProcess): Promise<string> {
   return text.split("\n")[0]!.trim();
 }
 
+/** CPU seconds used so far by `pid` (Linux; null elsewhere). */
+function cpuSeconds(pid: number): number | null {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, USER_HZ
+  } catch {
+    return null;
+  }
+}
+
+/** CPU seconds per GiB moved, per process, over `run`. */
+async function cpuPerGiB<T>(
+  pids: Record<string, number>,
+  bytes: number,
+  run: () => Promise<T>,
+): Promise<[T, string]> {
+  const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
+  const result = await run();
+  const parts = Object.entries(pids).map(([k, p]) => {
+    const a = before[k], b = cpuSeconds(p);
+    return a === null || b === null ? `${k} ?` : `${k} ${((b - a) / (bytes / 2 ** 30)).toFixed(2)}`;
+  });
+  return [result, `cpu s/GiB: ${parts.join(", ")}`];
+}
+
 async function drainStdout(client: Awaited<ReturnType<typeof connect>>): Promise<number> {
   const proc = await client.spawn(["/bin/sh", "-c", `head -c ${MIB * 1024 * 1024} /dev/zero`]);
   const t0 = performance.now();
@@ -110,13 +136,18 @@ async function drainStdout(client: Awaited<ReturnType<typeof connect>>): Promise
       await new Promise((r) => setTimeout(r, 200));
     }
   }
-  const runs = [await drainStdout(client!), await drainStdout(client!), await drainStdout(client!)]
-    .sort((a, b) => a - b);
+  const [runs, cpu] = await cpuPerGiB(
+    { client: Deno.pid, executor: executor.pid, relay: relay.pid },
+    3 * MIB * 2 ** 20,
+    async () =>
+      [await drainStdout(client!), await drainStdout(client!), await drainStdout(client!)]
+        .sort((a, b) => a - b),
+  );
   const who = values.reference ? "reference executor" : "our executor";
   console.log(
     `relay_stdout: ${
       runs[1]!.toFixed(0)
-    } MiB/s encrypted through the relay, ${who} (${MIB} MiB, median of 3)`,
+    } MiB/s encrypted through the relay, ${who} (${MIB} MiB, median of 3; ${cpu})`,
   );
   await client!.close();
   executor.kill("SIGTERM");
@@ -132,10 +163,17 @@ async function drainStdout(client: Awaited<ReturnType<typeof connect>>): Promise
   }).spawn();
   const url = await firstLine(server);
   const client = await connect({ url });
-  const runs = [await drainStdout(client), await drainStdout(client), await drainStdout(client)]
-    .sort((a, b) => a - b);
+  const [runs, cpu] = await cpuPerGiB(
+    { client: Deno.pid, server: server.pid },
+    3 * MIB * 2 ** 20,
+    async () =>
+      [await drainStdout(client), await drainStdout(client), await drainStdout(client)]
+        .sort((a, b) => a - b),
+  );
   console.log(
-    `direct_ws_stdout: ${runs[1]!.toFixed(0)} MiB/s over a plain WebSocket, for comparison`,
+    `direct_ws_stdout: ${
+      runs[1]!.toFixed(0)
+    } MiB/s over a plain WebSocket, for comparison (${cpu})`,
   );
   await client.close();
   server.kill("SIGTERM");

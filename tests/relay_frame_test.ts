@@ -5,7 +5,12 @@ import {
   frames,
   relayFrameProblem,
 } from "../src/relay/frame.ts";
-import { assertEquals } from "./helpers/assert.ts";
+import {
+  lengthPrefixFraming,
+  MessageAssembler,
+  MessageFramingError,
+} from "../src/relay/message_framing.ts";
+import { assertEquals, assertThrows } from "./helpers/assert.ts";
 
 const hex = (bytes: Uint8Array) => bytes.toHex().replace(/(..)(?!$)/g, "$1 ");
 
@@ -47,4 +52,42 @@ Deno.test("relay frames: a Data prefix followed by the payload is the encoded fr
       }
     }
   }
+});
+
+Deno.test("message framing: messages across, within and between records; reused record buffers", () => {
+  const messages = [1, 3, 4, 5, 100, 61_440, 61_441, 200_000, 1_300_000, 7].map((n, k) =>
+    new Uint8Array(n).map((_, i) => (i * 13 + k) & 0xff)
+  );
+  // The sender's framing agrees with the layout built by hand below.
+  assertEquals(lengthPrefixFraming.frameSlow("{}").toHex(), "000000027b7d");
+  const bytes = new Uint8Array(messages.reduce((n, m) => n + 4 + m.length, 0));
+  let offset = 0;
+  for (const m of messages) {
+    new DataView(bytes.buffer).setUint32(offset, m.length);
+    bytes.set(m, offset + 4);
+    offset += 4 + m.length;
+  }
+  for (const cut of [1, 2, 3, 5, 4096, 61_440]) {
+    const assembler = new MessageAssembler();
+    const got: string[] = [];
+    // One buffer reused for every record, as the libcrypto path does.
+    const record = new Uint8Array(cut);
+    for (let at = 0; at < bytes.length; at += cut) {
+      const piece = bytes.subarray(at, at + cut);
+      record.set(piece);
+      assembler.push(record.subarray(0, piece.length), (m) => got.push(m.toHex()));
+      record.fill(0xee);
+    }
+    assertEquals(got.length, messages.length, `cut ${cut}`);
+    got.forEach((hex, i) => assertEquals(hex, messages[i]!.toHex(), `cut ${cut} message ${i}`));
+  }
+  // Zero and over-limit lengths are refused as soon as the prefix is known.
+  assertThrows(
+    () => new MessageAssembler().push(new Uint8Array([0, 0, 0, 0]), () => {}),
+    MessageFramingError,
+  );
+  assertThrows(
+    () => new MessageAssembler(10).push(new Uint8Array([0, 0, 0, 11]), () => {}),
+    MessageFramingError,
+  );
 });

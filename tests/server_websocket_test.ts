@@ -6,7 +6,13 @@ import type { WebSocketLimits } from "../src/jsonrpc/websocket/handshake.ts";
 import { connectWebSocket } from "../src/jsonrpc/websocket/handshake.ts";
 import { webSocketConnection } from "../src/jsonrpc/websocket/adapter.ts";
 import { RpcPeer } from "../src/jsonrpc/peer.ts";
-import { encodeFrame, type Frame, FrameParser, Opcode } from "../src/jsonrpc/websocket/frame.ts";
+import {
+  encodeFrame,
+  type Frame,
+  frameInPlace,
+  FrameParser,
+  Opcode,
+} from "../src/jsonrpc/websocket/frame.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { delay } from "../src/util/async.ts";
 
@@ -321,3 +327,45 @@ Deno.test("ws: fs/readFile answers beyond the assumed 64 MiB peer limit fail at 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("ws frames: parsed payloads filled directly or in pieces forward in place byte-exact", () => {
+  for (const length of [0, 1, 125, 126, 65_535, 65_536, 300_000]) {
+    const payload = new Uint8Array(length).map((_, i) => (i * 7) & 0xff);
+    const wire = concat(encodeFrame(Opcode.Binary, payload, true));
+    // Piecewise: odd-sized chunks through push().
+    const a = new FrameParser({ maxFramePayload: 1 << 20, expectMasked: true });
+    const got: Frame[] = [];
+    for (let at = 0; at < wire.length; at += 4093) {
+      got.push(...a.push(wire.subarray(at, at + 4093)));
+    }
+    // Direct: the header through push(), the payload read into payloadTail().
+    const b = new FrameParser({ maxFramePayload: 1 << 20, expectMasked: true });
+    const headerLength = wire.length - length;
+    got.push(...b.push(wire.subarray(0, headerLength + Math.min(length, 10))));
+    let at = headerLength + Math.min(length, 10);
+    while (at < wire.length) {
+      const tail = b.payloadTail();
+      const n = Math.min(tail.length, 50_000);
+      tail.set(wire.subarray(at, at + n));
+      got.push(...b.filledTail(tail.subarray(0, n)));
+      at += n;
+    }
+    assertEquals(got.length, 2);
+    for (const frame of got) {
+      assertEquals(frame.payload.toHex(), payload.toHex());
+      const forwarded = frameInPlace(Opcode.Binary, frame.payload)!;
+      assertEquals(forwarded.toHex(), concat(encodeFrame(Opcode.Binary, payload, false)).toHex());
+    }
+  }
+  assertEquals(frameInPlace(Opcode.Binary, new Uint8Array(8)), null);
+});
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}

@@ -48,6 +48,7 @@ const SYMBOLS = {
 const EVP_CTRL_GCM_GET_TAG = 0x10;
 const EVP_CTRL_GCM_SET_TAG = 0x11;
 const TAG = 16;
+const TC14 = "cea7403d4d606b6e074ec5d3baf39d18" + "d0d1c8a799996bf0265b98b5d48ab919";
 
 /** Synchronous AES-256-GCM with a 12-byte nonce, empty AD and a 16-byte tag. */
 export interface NativeAesGcm {
@@ -57,6 +58,11 @@ export interface NativeAesGcm {
   sealInto(key: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array, out: Uint8Array): void;
   /** The plaintext, or null when the tag does not verify. */
   open(key: Uint8Array, nonce: Uint8Array, sealed: Uint8Array): Uint8Array | null;
+  /**
+   * Opens into `out` (exactly `sealed.length - 16` bytes); false (and `out`
+   * zeroed) when the tag does not verify.
+   */
+  openInto(key: Uint8Array, nonce: Uint8Array, sealed: Uint8Array, out: Uint8Array): boolean;
 }
 
 const CANDIDATES: Partial<Record<typeof Deno.build.os, string[]>> = {
@@ -101,6 +107,7 @@ function bind(s: Deno.DynamicLibrary<typeof SYMBOLS>["symbols"]): NativeAesGcm |
     s.EVP_DecryptInit_ex(openCtx, cipher, null, null, null) !== 1
   ) return null;
   const outLength = new Uint8Array(4);
+  const tagCopy = new Uint8Array(TAG);
   const fail = (what: string): never => {
     throw new Error(`libcrypto ${what} failed`);
   };
@@ -125,34 +132,43 @@ function bind(s: Deno.DynamicLibrary<typeof SYMBOLS>["symbols"]): NativeAesGcm |
       if (s.EVP_CIPHER_CTX_ctrl(sealCtx, EVP_CTRL_GCM_GET_TAG, TAG, tag) !== 1) fail("GET_TAG");
     },
     open(key, nonce, sealed) {
-      checkKey(key, nonce);
       if (sealed.length < TAG) return null;
+      const out = new Uint8Array(sealed.length - TAG);
+      return aes.openInto(key, nonce, sealed, out) ? out : null;
+    },
+    openInto(key, nonce, sealed, out) {
+      checkKey(key, nonce);
+      if (sealed.length < TAG) return false;
       const length = sealed.length - TAG;
+      if (out.length !== length) {
+        throw new RangeError("openInto: out must be the sealed length minus the tag");
+      }
       // The tag is copied: OpenSSL takes a non-const pointer for it.
-      const tag = sealed.slice(length);
-      const out = new Uint8Array(length);
+      tagCopy.set(sealed.subarray(length));
       if (s.EVP_DecryptInit_ex(openCtx, null, null, key, nonce) !== 1) fail("DecryptInit");
       if (
         length > 0 &&
         s.EVP_DecryptUpdate(openCtx, out, outLength, sealed.subarray(0, length), length) !== 1
       ) fail("DecryptUpdate");
-      if (s.EVP_CIPHER_CTX_ctrl(openCtx, EVP_CTRL_GCM_SET_TAG, TAG, tag) !== 1) fail("SET_TAG");
-      // Final verifies the tag; the scratch it may write to is never used.
-      if (s.EVP_DecryptFinal_ex(openCtx, tag, outLength) !== 1) {
-        out.fill(0);
-        return null;
+      if (s.EVP_CIPHER_CTX_ctrl(openCtx, EVP_CTRL_GCM_SET_TAG, TAG, tagCopy) !== 1) {
+        fail("SET_TAG");
       }
-      return out;
+      // Final verifies the tag (GCM writes no bytes here).
+      if (s.EVP_DecryptFinal_ex(openCtx, tagCopy, outLength) !== 1) {
+        out.fill(0);
+        return false;
+      }
+      return true;
     },
   };
-  // Self-test against a known answer before trusting the binding.
-  const key = new Uint8Array(32).fill(1);
-  const nonce = new Uint8Array(12);
-  const sealed = aes.seal(key, nonce, new Uint8Array([1, 2, 3]));
-  const opened = aes.open(key, nonce, sealed);
-  if (opened?.join() !== "1,2,3" || sealed.length !== 19) return null;
-  sealed[0]! ^= 1;
-  if (aes.open(key, nonce, sealed) !== null) return null;
+  // Known answer (GCM spec test case 14: AES-256, zero key and nonce, one
+  // zero block) and a tampered tag, before trusting the binding.
+  const zero = new Uint8Array(32);
+  const sealed = aes.seal(zero, zero.subarray(0, 12), new Uint8Array(16));
+  if (sealed.toHex() !== TC14) return null;
+  if (aes.open(zero, zero.subarray(0, 12), sealed)?.toHex() !== "00".repeat(16)) return null;
+  sealed[31]! ^= 1;
+  if (aes.open(zero, zero.subarray(0, 12), sealed) !== null) return null;
   return aes;
 }
 

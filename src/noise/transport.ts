@@ -119,6 +119,29 @@ export class RecordCipher {
   }
 
   /**
+   * Decrypts the next record synchronously into `scratch` (at least the
+   * record's plaintext length) and returns the plaintext view of it;
+   * libcrypto records only (see {@linkcode native}). The nonce is taken
+   * either way; any failure throws {@linkcode RecordError}.
+   */
+  openNextInto(ciphertext: Uint8Array, scratch: Uint8Array): Uint8Array {
+    if (!this.#native) throw new Error("openNextInto needs libcrypto records (see native)");
+    checkCiphertext(ciphertext);
+    const n = this.#state.nextNonce();
+    const length = ciphertext.length - TAGLEN;
+    if (length > MAX_RECORD_PLAINTEXT) {
+      throw new RecordError("Noise relay plaintext record exceeds maximum length");
+    }
+    const out = scratch.subarray(0, length);
+    let ok = false;
+    try {
+      ok = this.#native.openInto(this.#state.key, aesGcmNonce(n), ciphertext, out);
+    } catch { /* reported below */ }
+    if (!ok) throw new RecordError("Noise record failed to decrypt");
+    return out;
+  }
+
+  /**
    * Decrypts the next record; the nonce advances only on success. Throws
    * {@linkcode RecordError} on any failure.
    */

@@ -87,6 +87,7 @@ export function secureConnection(
   const ordered = new OrderedCiphertext();
   const seq = new SequenceCounter();
   const assembler = new MessageAssembler();
+  const scratch = new Uint8Array(MAX_RECORD_PLAINTEXT);
   const textDecoder = new TextDecoder("utf-8", { fatal: true });
   const maxQueued = options.maxQueuedMessages ?? Infinity;
   let controller!: ReadableStreamDefaultController<IncomingMessage>;
@@ -181,13 +182,13 @@ export function secureConnection(
         const writes: Promise<void>[] = [];
         for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT) {
           const record = bytes.subarray(at, at + MAX_RECORD_PLAINTEXT);
-          writes.push(
-            io.sendDataWith(
-              seq.take(),
-              record.length + TAGLEN,
-              (out) => send.sealInto(record, out),
-            ),
+          const write = io.sendDataWith(
+            seq.take(),
+            record.length + TAGLEN,
+            (out) => send.sealInto(record, out),
           );
+          write.catch(() => {}); // awaited below; a later one may fail first
+          writes.push(write);
           if (writes.length >= CRYPTO_WINDOW) await writes.shift();
         }
         await Promise.all(writes);
@@ -234,6 +235,19 @@ export function secureConnection(
       } catch (error) {
         finish({ reason: (error as Error).message, error }, true);
         return Promise.resolve();
+      }
+      if (receive.native) {
+        // libcrypto: opened synchronously, in order, into one reused buffer.
+        try {
+          for (const record of released) {
+            assembler.push(receive.openNextInto(record, scratch), deliver);
+          }
+        } catch (error) {
+          finish({ reason: (error as Error).message, error }, true);
+          return Promise.resolve();
+        }
+        if (maxQueued !== Infinity) return Promise.resolve();
+        return waitForRoom();
       }
       for (const record of released) {
         // The nonce is taken now, in order; decryptions overlap.

@@ -16,6 +16,7 @@ import {
   CloseCode,
   encodeFrame,
   encodeFrameHeader,
+  frameInPlace,
   FrameParser,
   Opcode,
   WebSocketProtocolError,
@@ -71,6 +72,10 @@ export interface WebSocketCloseInfo {
 export type WebSocketMessage = string | Uint8Array;
 
 const encoder = new TextEncoder();
+/** Bytes asked of the transport per read between payloads. */
+const READ_SIZE = 64 * 1024;
+/** Payload bytes still to come that are read straight into the payload. */
+const DIRECT_READ_MIN = 4 * 1024;
 
 /** A WebSocket endpoint; see the module documentation. */
 export class WebSocketChannel {
@@ -86,7 +91,10 @@ export class WebSocketChannel {
   readonly reusableWrites: boolean;
 
   #transport: ByteDuplex;
-  #reader: ReadableStreamDefaultReader<Uint8Array>;
+  #reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader;
+  #byob: boolean;
+  /** BYOB reads land here between payloads (reused; transferred each read). */
+  #scratch: Uint8Array = new Uint8Array(0);
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #parser: FrameParser;
   #masked: boolean;
@@ -107,7 +115,16 @@ export class WebSocketChannel {
   /** Wraps `transport`; the HTTP handshake must already be done. */
   constructor(transport: ByteDuplex, options: WebSocketChannelOptions) {
     this.#transport = transport;
-    this.#reader = transport.readable.getReader();
+    // Byte streams (Deno sockets) are read BYOB: large payloads straight
+    // into the frame's buffer, everything else into one reused buffer.
+    try {
+      this.#reader = transport.readable.getReader({ mode: "byob" });
+      this.#byob = true;
+      this.#scratch = new Uint8Array(READ_SIZE);
+    } catch {
+      this.#reader = transport.readable.getReader();
+      this.#byob = false;
+    }
     this.#writer = transport.writable.getWriter();
     this.maxFrameBytes = options.maxFrameBytes ?? 16 * 1024 * 1024;
     this.maxMessageBytes = options.maxMessageBytes ?? 64 * 1024 * 1024;
@@ -225,6 +242,11 @@ export class WebSocketChannel {
 
   /** Sends one data message; resolves when the transport has taken it. */
   send(data: string | Uint8Array): Promise<void> {
+    if (!this.#masked && typeof data !== "string" && data.length <= this.maxFrameBytes) {
+      // A payload this process received: framed in place, not copied.
+      const framed = frameInPlace(Opcode.Binary, data);
+      if (framed) return this.writeRaw(framed);
+    }
     return this.writeRaw(...this.encodeMessage(data));
   }
 
@@ -347,13 +369,22 @@ export class WebSocketChannel {
         }
       }
       let chunk: Uint8Array;
+      let direct = false;
       if (this.#leftover) {
         chunk = this.#leftover;
         this.#leftover = undefined;
       } else {
         let result: ReadableStreamReadResult<Uint8Array>;
         try {
-          result = await this.#reader.read();
+          if (this.#byob) {
+            const tail = this.#parser.payloadTail();
+            direct = tail.length >= DIRECT_READ_MIN;
+            const into = direct ? tail.subarray(0, 1024 * 1024) : this.#scratch;
+            result = await (this.#reader as ReadableStreamBYOBReader).read(into);
+            if (!direct && result.value) this.#scratch = new Uint8Array(result.value.buffer);
+          } else {
+            result = await (this.#reader as ReadableStreamDefaultReader<Uint8Array>).read();
+          }
         } catch {
           result = { done: true, value: undefined };
         }
@@ -369,7 +400,9 @@ export class WebSocketChannel {
         chunk = result.value;
       }
       try {
-        this.#pendingFrames.push(...this.#parser.push(chunk));
+        this.#pendingFrames.push(
+          ...(direct ? this.#parser.filledTail(chunk) : this.#parser.push(chunk)),
+        );
       } catch (error) {
         if (error instanceof WebSocketProtocolError) {
           await this.#fail(error);

@@ -125,6 +125,28 @@ export function encodeFrame(
   return [encodeFrameHeader(opcode, payload.length, fin, mask), copy];
 }
 
+/**
+ * Spare bytes the parser leaves before every payload it allocates: room for
+ * the largest unmasked header, so a received message can be sent on
+ * unmasked (a server forwarding what it read) without copying its payload.
+ */
+const HEADROOM = 10;
+const withHeadroom = new WeakSet<Uint8Array>();
+
+/**
+ * Frames `payload` as one unmasked frame in place when it was allocated by
+ * a {@linkcode FrameParser} (its header goes into the spare bytes before
+ * it); returns the whole frame, or null when `payload` has no headroom.
+ */
+export function frameInPlace(opcode: number, payload: Uint8Array): Uint8Array | null {
+  if (!withHeadroom.has(payload)) return null;
+  const header = encodeFrameHeader(opcode, payload.length);
+  const start = payload.byteOffset - header.length;
+  const frame = new Uint8Array(payload.buffer, start, header.length + payload.length);
+  frame.set(header);
+  return frame;
+}
+
 /** Options for {@linkcode FrameParser}. */
 export interface FrameParserOptions {
   /** Largest accepted payload of a single frame. */
@@ -139,6 +161,7 @@ export class FrameParser {
   #header: { fin: boolean; opcode: number; mask: Uint8Array | null } | null = null;
   #payload: Uint8Array | null = null;
   #filled = 0;
+  #payloadLength = 0;
 
   /** Creates a parser with the given limits. */
   constructor(readonly options: FrameParserOptions) {}
@@ -176,9 +199,33 @@ export class FrameParser {
     return frames;
   }
 
+  /**
+   * The unfilled rest of the current frame's payload (empty between
+   * payloads): a reader may read straight into it and report the bytes with
+   * {@linkcode filledTail}.
+   */
+  payloadTail(): Uint8Array {
+    if (this.#payload === null || this.#buffer.length > 0) return new Uint8Array(0);
+    return this.#payload.subarray(this.#filled);
+  }
+
+  /**
+   * Accounts for `view`, bytes read into {@linkcode payloadTail} (possibly
+   * on a transferred buffer, as BYOB reads return); returns the frame when
+   * it is complete.
+   */
+  filledTail(view: Uint8Array): Frame[] {
+    // The old view is detached now (its length reads 0): use the recorded one.
+    const length = this.#payloadLength;
+    this.#payload = new Uint8Array(view.buffer, view.byteOffset - this.#filled, length);
+    this.#filled += view.length;
+    return this.#filled === length ? [this.#finishFrame()] : [];
+  }
+
   #finishFrame(): Frame {
     const header = this.#header!;
     const payload = this.#payload!;
+    withHeadroom.add(payload);
     if (header.mask) applyMask(payload, header.mask);
     this.#header = null;
     this.#payload = null;
@@ -238,7 +285,8 @@ export class FrameParser {
       size += 4;
     }
     this.#header = { fin, opcode, mask };
-    this.#payload = new Uint8Array(length);
+    this.#payload = new Uint8Array(HEADROOM + length).subarray(HEADROOM);
+    this.#payloadLength = length;
     this.#filled = 0;
     return size;
   }
