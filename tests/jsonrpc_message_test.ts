@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "./helpers/assert.ts";
+import { assert, assertEquals, assertThrows } from "./helpers/assert.ts";
 import { parseStrictJson } from "../src/jsonrpc/strict_json.ts";
 import {
   classifyMessage,
@@ -6,6 +6,7 @@ import {
   encodeMessage,
   isMalformed,
 } from "../src/jsonrpc/message.ts";
+import { strictUtf8Decoder } from "../src/util/utf8.ts";
 
 function detail(text: string): string {
   const m = decodeMessage(text, "P");
@@ -129,5 +130,34 @@ Deno.test("encoding is compact with jsonrpc first and omits absent params", () =
   assertEquals(
     encodeMessage({ id: 1, result: undefined }),
     '{"jsonrpc":"2.0","id":1,"result":null}',
+  );
+});
+
+Deno.test("strict UTF-8: the fast decoder accepts and refuses exactly what the fatal one does", () => {
+  const fatal = new TextDecoder("utf-8", { fatal: true });
+  const fast = strictUtf8Decoder();
+  const cases = [
+    [0x61, 0x62],
+    [0xe2, 0x82, 0xac], // €
+    [0xef, 0xbf, 0xbd], // a real U+FFFD
+    [0xf0, 0x9f, 0x98, 0x80],
+    [0xff],
+    [0xc0, 0xaf], // overlong
+    [0xed, 0xa0, 0x80], // surrogate
+    [0xe2, 0x82], // truncated
+    [0xef, 0xbb, 0xbf, 0x7b, 0x7d], // BOM
+    [0x61, 0xef, 0xbf, 0xbd, 0x80],
+  ];
+  for (const bytes of cases.map((c) => Uint8Array.from(c))) {
+    let expected: string | null = null;
+    try {
+      expected = fatal.decode(bytes);
+    } catch { /* invalid */ }
+    if (expected === null) assertThrows(() => fast(bytes), TypeError);
+    else assertEquals(fast(bytes), expected);
+  }
+  assertEquals(
+    strictUtf8Decoder({ ignoreBOM: true })(Uint8Array.from([0xef, 0xbb, 0xbf, 0x7b])),
+    "\uFEFF{",
   );
 });

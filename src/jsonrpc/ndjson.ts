@@ -15,6 +15,7 @@ import { type CloseInfo, closeLatch, type Connection } from "./connection.ts";
 import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink, ndjsonFraming } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
+import { strictUtf8Decoder } from "../util/utf8.ts";
 
 /** Default maximum line length: 64 MiB, newline excluded. */
 export const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
@@ -134,7 +135,7 @@ export function ndjsonConnection(
   const maxLine = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const limits = options.jsonLimits ?? DEFAULT_JSON_LIMITS;
   const latch = closeLatch();
-  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+  const decode = strictUtf8Decoder({ ignoreBOM: true });
   const splitter = new LineSplitter(maxLine);
   const reader = input.getReader();
   const writer = output.getWriter();
@@ -155,7 +156,7 @@ export function ndjsonConnection(
         if (isBlank(line)) return;
         let text: string;
         try {
-          text = decoder.decode(line);
+          text = decode(line);
         } catch {
           violation = "invalid UTF-8 in input";
           return;

@@ -19,6 +19,7 @@ import { settleWithin } from "../util/async.ts";
 import { drainLines } from "../util/line_drain.ts";
 import type { McpChild } from "./child.ts";
 import { type JSONRPCMessage, loadMcpSdk, type Transport } from "./sdk.ts";
+import { strictUtf8Decoder } from "../util/utf8.ts";
 
 /** Default cap of one MCP message line. */
 export const MCP_MAX_LINE_BYTES = 8 * 1024 * 1024;
@@ -48,7 +49,7 @@ export async function stdioMcpTransport(options: StdioMcpTransportOptions): Prom
   const { stdio } = await loadMcpSdk();
   const logger = options.logger ?? nullLogger;
   const maxLine = options.maxLineBytes ?? MCP_MAX_LINE_BYTES;
-  const decoder = new TextDecoder("utf-8", { fatal: true });
+  const decode = strictUtf8Decoder();
   const reader = options.input.getReader();
   const writer = options.output.getWriter();
   let closing: Promise<void> | null = null;
@@ -81,7 +82,7 @@ export async function stdioMcpTransport(options: StdioMcpTransportOptions): Prom
     if (end > 0 && line[end - 1] === 0x0d) end--;
     let text: string;
     try {
-      text = decoder.decode(line.subarray(0, end));
+      text = decode(line.subarray(0, end));
     } catch {
       logger.debug("mcp.parse_failed", { server: options.label, error: "invalid UTF-8" });
       return;

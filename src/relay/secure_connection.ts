@@ -15,6 +15,7 @@ import { MAX_RECORD_PLAINTEXT, type RecordCipher } from "../noise/transport.ts";
 import { TAGLEN } from "../noise/primitives.ts";
 import { lengthPrefixFraming, MAX_RELAY_MESSAGE, MessageAssembler } from "./message_framing.ts";
 import { OrderedCiphertext, SequenceCounter } from "./ordered.ts";
+import { strictUtf8Decoder } from "../util/utf8.ts";
 
 /** How the stream reaches its socket. */
 export interface SecureStreamIo {
@@ -88,7 +89,7 @@ export function secureConnection(
   const seq = new SequenceCounter();
   const assembler = new MessageAssembler();
   const scratch = new Uint8Array(MAX_RECORD_PLAINTEXT);
-  const textDecoder = new TextDecoder("utf-8", { fatal: true });
+  const decode = strictUtf8Decoder();
   const maxQueued = options.maxQueuedMessages ?? Infinity;
   let controller!: ReadableStreamDefaultController<IncomingMessage>;
   const decrypting: Promise<Uint8Array>[] = [];
@@ -124,7 +125,7 @@ export function secureConnection(
   const deliver = (bytes: Uint8Array) => {
     let text: string;
     try {
-      text = textDecoder.decode(bytes);
+      text = decode(bytes);
     } catch {
       throw new Error("invalid UTF-8 in a relay JSON-RPC message");
     }

@@ -10,6 +10,7 @@ import { decodeMessage, type IncomingMessage } from "../message.ts";
 import { createOutputSink } from "../output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "../strict_json.ts";
 import type { WebSocketChannel } from "./channel.ts";
+import { strictUtf8Decoder } from "../../util/utf8.ts";
 
 /** Options for {@linkcode webSocketConnection}. */
 export interface WebSocketConnectionOptions {
@@ -40,7 +41,7 @@ export function webSocketConnection(
   const prefix = options.parseErrorPrefix ?? `failed to parse JSON-RPC message from ${label}`;
   const limits = options.jsonLimits ?? DEFAULT_JSON_LIMITS;
   const latch = closeLatch();
-  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+  const decode = strictUtf8Decoder({ ignoreBOM: true });
   const messages = channel.messages.getReader();
 
   channel.closed.then((info) => {
@@ -71,7 +72,7 @@ export function webSocketConnection(
         text = result.value;
       } else {
         try {
-          text = decoder.decode(result.value);
+          text = decode(result.value);
         } catch {
           controller.enqueue({ malformed: `${prefix}: invalid UTF-8 in a binary frame` });
           return;

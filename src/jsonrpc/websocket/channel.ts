@@ -22,6 +22,7 @@ import {
   WebSocketProtocolError,
 } from "./frame.ts";
 import type { Framing } from "../output_sink.ts";
+import { strictUtf8Decoder } from "../../util/utf8.ts";
 
 /** The duplex byte stream a channel runs over (e.g. a `Deno.Conn`). */
 export interface ByteDuplex {
@@ -110,7 +111,7 @@ export class WebSocketChannel {
   #fragmentOpcode = -1;
   #pendingFrames: import("./frame.ts").Frame[] = [];
   #leftover: Uint8Array | undefined;
-  #textDecoder = new TextDecoder("utf-8", { fatal: true });
+  #decode = strictUtf8Decoder();
 
   /** Wraps `transport`; the HTTP handshake must already be done. */
   constructor(transport: ByteDuplex, options: WebSocketChannelOptions) {
@@ -435,7 +436,7 @@ export class WebSocketChannel {
         const code = p.length >= 2 ? new DataView(p.buffer, p.byteOffset).getUint16(0) : 1005;
         let reason = "";
         try {
-          reason = p.length > 2 ? this.#textDecoder.decode(p.subarray(2)) : "";
+          reason = p.length > 2 ? this.#decode(p.subarray(2)) : "";
         } catch {
           throw new WebSocketProtocolError(CloseCode.InvalidPayload, "invalid close reason");
         }
@@ -508,7 +509,7 @@ export class WebSocketChannel {
     }
     if (opcode === Opcode.Binary) return payload;
     try {
-      return this.#textDecoder.decode(payload);
+      return this.#decode(payload);
     } catch {
       throw new WebSocketProtocolError(CloseCode.InvalidPayload, "invalid UTF-8 in a text frame");
     }

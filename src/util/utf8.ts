@@ -1,0 +1,27 @@
+/**
+ * Strict UTF-8 decoding that is fast on valid input.
+ *
+ * Deno's `TextDecoder` with `fatal: true` is several times slower than
+ * without (measured on an 87 KB JSON-RPC output notification: 110 µs vs
+ * 19 µs, more than `JSON.parse` and the base64 decode of it together). The
+ * lenient decoder replaces every invalid sequence with U+FFFD, so output
+ * without U+FFFD proves the input valid; only text containing it (invalid
+ * input, or a real U+FFFD) is decoded again strictly, which throws a
+ * `TypeError` exactly when the fatal decoder would.
+ *
+ * @module
+ */
+
+/** Decodes complete UTF-8 texts; throws `TypeError` on invalid input. */
+export type StrictUtf8Decode = (bytes: Uint8Array) => string;
+
+/** A strict decoder; `ignoreBOM` as in `TextDecoder`. */
+export function strictUtf8Decoder(options: { ignoreBOM?: boolean } = {}): StrictUtf8Decode {
+  const ignoreBOM = options.ignoreBOM ?? false;
+  const lenient = new TextDecoder("utf-8", { ignoreBOM });
+  const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM });
+  return (bytes) => {
+    const text = lenient.decode(bytes);
+    return text.includes("\uFFFD") ? strict.decode(bytes) : text;
+  };
+}
