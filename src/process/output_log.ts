@@ -170,7 +170,13 @@ export class OutputLog {
   /** Records that every event up to `seq` reached a live connection. */
   markDelivered(seq: number): void {
     if (seq <= this.#deliveredSeq) return;
-    for (let i = this.#head; i < this.#entries.length; i++) {
+    // Entries hold consecutive seqs, so the first undelivered one is found
+    // by offset, not by walking the retained history.
+    const first = this.#entries[this.#head];
+    const start = first === undefined
+      ? this.#entries.length
+      : this.#head + Math.max(0, this.#deliveredSeq + 1 - first.seq);
+    for (let i = start; i < this.#entries.length; i++) {
       const e = this.#entries[i]!;
       if (e.seq > seq) break;
       if (e.seq > this.#deliveredSeq) this.#undeliveredBytes -= bytesOf(e);

@@ -75,6 +75,10 @@ export type WebSocketMessage = string | Uint8Array;
 const encoder = new TextEncoder();
 /** Bytes asked of the transport per read between payloads. */
 const READ_SIZE = 64 * 1024;
+/** Size of a recycled frame buffer: a relay record with its headers. */
+const SPARE_MAX = 64 * 1024 + 256;
+/** Recycled frame buffers kept per channel. */
+const SPARE_BUFFERS = 8;
 /** Payload bytes still to come that are read straight into the payload. */
 const DIRECT_READ_MIN = 4 * 1024;
 
@@ -96,6 +100,8 @@ export class WebSocketChannel {
   #byob: boolean;
   /** BYOB reads land here between payloads (reused; transferred each read). */
   #scratch: Uint8Array = new Uint8Array(0);
+  /** Recycled frame buffers of {@linkcode sendBinaryWith}. */
+  #spare: Uint8Array[] = [];
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #parser: FrameParser;
   #masked: boolean;
@@ -265,12 +271,23 @@ export class WebSocketChannel {
     }
     const mask = this.#masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
     const header = encodeFrameHeader(Opcode.Binary, length, true, mask);
-    const out = new Uint8Array(header.length + length);
+    const size = header.length + length;
+    // With a transport that is done with bytes once a write resolves, the
+    // frame buffers are recycled (a few, each up to SPARE_MAX bytes).
+    const pooled = this.reusableWrites ? this.#spare.pop() : undefined;
+    const buffer = pooled !== undefined && pooled.length >= size
+      ? pooled
+      : new Uint8Array(this.reusableWrites && size <= SPARE_MAX ? SPARE_MAX : size);
+    const out = buffer.subarray(0, size);
     out.set(header);
     const payload = out.subarray(header.length);
     fill(payload);
     if (mask) applyMask(payload, mask);
-    return this.writeRaw(out);
+    const written = this.writeRaw(out);
+    if (!this.reusableWrites || buffer.length !== SPARE_MAX) return written;
+    return written.then(() => {
+      if (this.#spare.length < SPARE_BUFFERS) this.#spare.push(buffer);
+    });
   }
 
   /**
