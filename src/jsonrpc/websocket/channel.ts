@@ -74,13 +74,13 @@ export type WebSocketMessage = string | Uint8Array;
 
 const encoder = new TextEncoder();
 /** Bytes asked of the transport per read between payloads. */
-const READ_SIZE = 64 * 1024;
+const READ_SIZE = 256 * 1024;
 /** Size of a recycled frame buffer: a relay record with its headers. */
 const SPARE_MAX = 64 * 1024 + 256;
 /** Recycled frame buffers kept per channel. */
 const SPARE_BUFFERS = 8;
 /** Payload bytes still to come that are read straight into the payload. */
-const DIRECT_READ_MIN = 4 * 1024;
+const DIRECT_READ_MIN = 128 * 1024;
 
 /** A WebSocket endpoint; see the module documentation. */
 export class WebSocketChannel {
