@@ -4,6 +4,11 @@
 //      (npm, run under Node) in front of the same origin.
 //
 //   deno run -A bench/proxy_bench.ts [--mib 512] [--seconds 5] [--connections 8]
+//     [--splice-relay PATH]
+//
+// --splice-relay runs a zero-copy C relay (bench/splice_relay.c, built with
+// `gcc -O2 -pthread -o splice_relay bench/splice_relay.c`) as the ceiling of
+// any userspace tunnel on the machine.
 //
 // proxy-chain is installed into a temporary folder with npm on first use.
 
@@ -16,6 +21,7 @@ const { values } = parseArgs({
     mib: { type: "string" },
     seconds: { type: "string" },
     connections: { type: "string" },
+    "splice-relay": { type: "string" },
   },
 });
 const MIB = Number(values.mib ?? 512);
@@ -26,9 +32,11 @@ const encoder = new TextEncoder();
 // --- 1. tunnel throughput ---
 
 /** Runs `code` (a Deno script printing its port) in its own process. */
-async function processWithPort(args: string[]): Promise<{ port: number; stop(): Promise<void> }> {
-  const child = new Deno.Command(Deno.execPath(), { args, stdout: "piped", stderr: "inherit" })
-    .spawn();
+async function processWithPort(
+  args: string[],
+  command = Deno.execPath(),
+): Promise<{ port: number; stop(): Promise<void> }> {
+  const child = new Deno.Command(command, { args, stdout: "piped", stderr: "inherit" }).spawn();
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let text = "";
   while (!text.includes("\n")) {
@@ -220,13 +228,18 @@ try {
 } catch {
   socat = null;
 }
+const splice = values["splice-relay"]
+  ? await processWithPort([String(src.port)], values["splice-relay"])
+  : null;
 const d = [];
 const t = [];
 const r = [];
+const z = [];
 for (let i = 0; i < 3; i++) {
   d.push(await direct(src.port));
   t.push(await tunnelled(ours.addresses.http!.port, src.port));
   if (socat) r.push(await direct(relayPort));
+  if (splice) z.push(await direct(splice.port));
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const relayText = socat
@@ -234,12 +247,20 @@ const relayText = socat
     (median(t) / median(r)).toFixed(2)
   })`
   : "";
+const spliceText = splice
+  ? `, C splice relay ${median(z).toFixed(0)} MiB/s (splice/direct ${
+    (median(z) / median(d)).toFixed(2)
+  })`
+  : "";
 console.log(
   `tunnel_throughput: direct ${median(d).toFixed(0)} MiB/s, through CONNECT ${
     median(t).toFixed(0)
   } MiB/s, ` +
-    `tunnel/direct ${(median(t) / median(d)).toFixed(2)}${relayText} (${MIB} MiB, median of 3)`,
+    `tunnel/direct ${
+      (median(t) / median(d)).toFixed(2)
+    }${relayText}${spliceText} (${MIB} MiB, median of 3)`,
 );
+await splice?.stop();
 if (socat) {
   socat.kill("SIGTERM");
   await socat.status;

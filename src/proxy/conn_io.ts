@@ -35,20 +35,34 @@ function closeQuietly(conn: Deno.Conn): void {
 }
 
 async function pump(from: Deno.Conn, to: Deno.Conn, maxBytes: number): Promise<number> {
-  // Start small and grow while reads fill the buffer: idle tunnels stay
+  // Two buffers: the next read runs while the previous chunk is written.
+  // They start small and grow while reads fill them: idle tunnels stay
   // cheap, bulk transfers get large reads (fewer operations per byte).
-  let buffer = new Uint8Array(Math.min(16 * 1024, maxBytes));
+  const buffers = [new Uint8Array(Math.min(16 * 1024, maxBytes)), new Uint8Array(0)];
+  let current = 0;
+  let writing: Promise<void> | null = null;
   let total = 0;
-  for (;;) {
-    const n = await from.read(buffer);
-    if (n === null) break;
-    await writeAll(to, buffer.subarray(0, n));
-    total += n;
-    if (n === buffer.length && buffer.length < maxBytes) {
-      buffer = new Uint8Array(Math.min(buffer.length * 2, maxBytes));
+  try {
+    for (;;) {
+      let buffer = buffers[current]!;
+      if (buffer.length < buffers[current ^ 1]!.length) {
+        buffer = buffers[current] = new Uint8Array(buffers[current ^ 1]!.length);
+      }
+      const n = await from.read(buffer);
+      if (n === null) break;
+      if (writing) await writing;
+      writing = writeAll(to, buffer.subarray(0, n));
+      writing.catch(() => {}); // awaited on the next turn or below
+      total += n;
+      if (n === buffer.length && buffer.length < maxBytes) {
+        buffers[current] = new Uint8Array(Math.min(buffer.length * 2, maxBytes));
+      }
+      current ^= 1;
     }
+    if (writing) await writing;
+  } finally {
+    await to.closeWrite().catch(() => {});
   }
-  await to.closeWrite().catch(() => {});
   return total;
 }
 
