@@ -133,6 +133,31 @@ export function encodeFrame(
 const HEADROOM = 10;
 const withHeadroom = new WeakSet<Uint8Array>();
 
+/** Payloads of up to this many bytes (and at least POOL_MIN) get recyclable buffers. */
+const POOL_PAYLOAD = 64 * 1024 + 512;
+const POOL_MIN = 4096;
+const POOL_MAX = 64;
+const pool: ArrayBuffer[] = [];
+
+function allocatePayload(length: number): Uint8Array {
+  if (length >= POOL_MIN && length <= POOL_PAYLOAD) {
+    const buffer = pool.pop() ?? new ArrayBuffer(HEADROOM + POOL_PAYLOAD);
+    return new Uint8Array(buffer, HEADROOM, length);
+  }
+  return new Uint8Array(HEADROOM + length).subarray(HEADROOM);
+}
+
+/**
+ * Gives a received payload's buffer back for reuse by later frames. Only
+ * for a caller that holds the only reference and is done with it (the
+ * relay, once it has forwarded a frame); anything else is ignored.
+ */
+export function recyclePayload(payload: Uint8Array): void {
+  if (!withHeadroom.delete(payload)) return;
+  const buffer = payload.buffer as ArrayBuffer;
+  if (buffer.byteLength === HEADROOM + POOL_PAYLOAD && pool.length < POOL_MAX) pool.push(buffer);
+}
+
 /**
  * Frames `payload` as one unmasked frame in place when it was allocated by
  * a {@linkcode FrameParser} (its header goes into the spare bytes before
@@ -285,7 +310,7 @@ export class FrameParser {
       size += 4;
     }
     this.#header = { fin, opcode, mask };
-    this.#payload = new Uint8Array(HEADROOM + length).subarray(HEADROOM);
+    this.#payload = allocatePayload(length);
     this.#payloadLength = length;
     this.#filled = 0;
     return size;

@@ -33,7 +33,7 @@ export interface RelayServerOptions {
   readonly publicUrl?: string;
   /** Diagnostics. */
   readonly logger?: Logger;
-  /** Observes forwarded frames (tests). */
+  /** Observes forwarded frames (tests); the bytes are valid only during the call. */
   readonly onForward?: (bytes: Uint8Array, direction: "to_executor" | "to_harness") => void;
 }
 

@@ -17,6 +17,7 @@
  */
 
 import type { WebSocketChannel } from "../../jsonrpc/websocket/channel.ts";
+import { recyclePayload } from "../../jsonrpc/websocket/frame.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import {
   decodeRelayFrame,
@@ -61,7 +62,10 @@ export interface RendezvousOptions {
   readonly nodeUrl: string;
   /** Diagnostics. */
   readonly logger?: Logger;
-  /** Observes every forwarded frame (tests: the relay sees ciphertext only). */
+  /**
+   * Observes every forwarded frame (tests: the relay sees ciphertext only);
+   * the bytes are valid only during the call (copy to keep them).
+   */
   readonly onForward?: (bytes: Uint8Array, direction: "to_executor" | "to_harness") => void;
 }
 
@@ -205,6 +209,8 @@ export class Rendezvous {
         } catch {
           break;
         }
+        // Written and referenced nowhere else: its buffer serves a later frame.
+        recyclePayload(next);
       }
     })();
     try {
