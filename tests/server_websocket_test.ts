@@ -12,6 +12,7 @@ import {
   frameInPlace,
   FrameParser,
   Opcode,
+  recyclePayload,
 } from "../src/jsonrpc/websocket/frame.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { delay } from "../src/util/async.ts";
@@ -369,3 +370,20 @@ function concat(parts: Uint8Array[]): Uint8Array {
   }
   return out;
 }
+
+Deno.test("ws frames: a recycled payload buffer serves the next frame, once", () => {
+  const parser = new FrameParser({ maxFramePayload: 1 << 20, expectMasked: false });
+  const wire = (fill: number) =>
+    concat(encodeFrame(Opcode.Binary, new Uint8Array(50_000).fill(fill), false));
+  const [first] = parser.push(wire(1));
+  const buffer = first!.payload.buffer;
+  recyclePayload(first!.payload);
+  recyclePayload(first!.payload); // a second call is ignored
+  recyclePayload(new Uint8Array(50_000)); // not the parser's: ignored
+  const [second] = parser.push(wire(2));
+  assert(second!.payload.buffer === buffer, "the recycled buffer is reused");
+  assert(second!.payload.every((b) => b === 2));
+  const [third] = parser.push(wire(3));
+  assert(third!.payload.buffer !== buffer, "a buffer is handed out once per recycle");
+  assert(second!.payload.every((b) => b === 2) && third!.payload.every((b) => b === 3));
+});
