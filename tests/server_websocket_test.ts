@@ -7,6 +7,7 @@ import { connectWebSocket } from "../src/jsonrpc/websocket/handshake.ts";
 import { webSocketConnection } from "../src/jsonrpc/websocket/adapter.ts";
 import { RpcPeer } from "../src/jsonrpc/peer.ts";
 import {
+  applyMask,
   encodeFrame,
   type Frame,
   frameInPlace,
@@ -386,4 +387,24 @@ Deno.test("ws frames: a recycled payload buffer serves the next frame, once", ()
   const [third] = parser.push(wire(3));
   assert(third!.payload.buffer !== buffer, "a buffer is handed out once per recycle");
   assert(second!.payload.every((b) => b === 2) && third!.payload.every((b) => b === 3));
+});
+
+Deno.test("ws frames: masking matches the byte-wise definition at every alignment", () => {
+  const mask = Uint8Array.from([0x9a, 0x01, 0xfe, 0x37]);
+  for (const length of [0, 1, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 4099, 70_001]) {
+    for (let offset = 0; offset < 10; offset++) {
+      const backing = new Uint8Array(offset + length + 3).map((_, i) => (i * 29 + 5) & 0xff);
+      const data = backing.subarray(offset, offset + length);
+      const expected = data.map((b, i) => b ^ mask[i & 3]!);
+      const before = backing.slice();
+      applyMask(data, mask);
+      assertEquals(data.toHex(), expected.toHex(), `length ${length} offset ${offset}`);
+      // Bytes around the view are untouched.
+      assertEquals(backing.subarray(0, offset).toHex(), before.subarray(0, offset).toHex());
+      assertEquals(
+        backing.subarray(offset + length).toHex(),
+        before.subarray(offset + length).toHex(),
+      );
+    }
+  }
 });
