@@ -73,8 +73,13 @@ export interface WebSocketCloseInfo {
 export type WebSocketMessage = string | Uint8Array;
 
 const encoder = new TextEncoder();
-/** Bytes asked of the transport per read between payloads. */
-const READ_SIZE = 256 * 1024;
+/**
+ * Bytes asked of the transport per read between payloads: from READ_MIN,
+ * doubling while reads fill the buffer, up to READ_MAX (idle sockets stay
+ * small, busy ones read several frames at once).
+ */
+const READ_MIN = 16 * 1024;
+const READ_MAX = 256 * 1024;
 /** Size of a recycled frame buffer: a relay record with its headers. */
 const SPARE_MAX = 64 * 1024 + 256;
 /** Recycled frame buffers kept per channel. */
@@ -98,7 +103,7 @@ export class WebSocketChannel {
   #transport: ByteDuplex;
   #reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader;
   #byob: boolean;
-  /** BYOB reads land here between payloads (reused; transferred each read). */
+  /** BYOB reads land here between payloads (reused, grown; transferred each read). */
   #scratch: Uint8Array = new Uint8Array(0);
   /** Recycled frame buffers of {@linkcode sendBinaryWith}. */
   #spare: Uint8Array[] = [];
@@ -127,7 +132,7 @@ export class WebSocketChannel {
     try {
       this.#reader = transport.readable.getReader({ mode: "byob" });
       this.#byob = true;
-      this.#scratch = new Uint8Array(READ_SIZE);
+      this.#scratch = new Uint8Array(READ_MIN);
     } catch {
       this.#reader = transport.readable.getReader();
       this.#byob = false;
@@ -399,7 +404,12 @@ export class WebSocketChannel {
             direct = tail.length >= DIRECT_READ_MIN;
             const into = direct ? tail.subarray(0, 1024 * 1024) : this.#scratch;
             result = await (this.#reader as ReadableStreamBYOBReader).read(into);
-            if (!direct && result.value) this.#scratch = new Uint8Array(result.value.buffer);
+            if (!direct && result.value) {
+              const full = result.value.length === result.value.buffer.byteLength;
+              this.#scratch = full && result.value.length < READ_MAX
+                ? new Uint8Array(result.value.length * 2)
+                : new Uint8Array(result.value.buffer);
+            }
           } else {
             result = await (this.#reader as ReadableStreamDefaultReader<Uint8Array>).read();
           }
