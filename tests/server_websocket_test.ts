@@ -376,6 +376,10 @@ Deno.test("ws frames: a recycled payload buffer serves the next frame, once", ()
   const parser = new FrameParser({ maxFramePayload: 1 << 20, expectMasked: false });
   const wire = (fill: number) =>
     concat(encodeFrame(Opcode.Binary, new Uint8Array(50_000).fill(fill), false));
+  // Until something recycles, payloads get exactly-sized buffers (not pooled).
+  const [exact] = parser.push(wire(0));
+  assertEquals(exact!.payload.buffer.byteLength, 50_010);
+  recyclePayload(exact!.payload);
   const [first] = parser.push(wire(1));
   const buffer = first!.payload.buffer;
   recyclePayload(first!.payload);
@@ -387,6 +391,7 @@ Deno.test("ws frames: a recycled payload buffer serves the next frame, once", ()
   const [third] = parser.push(wire(3));
   assert(third!.payload.buffer !== buffer, "a buffer is handed out once per recycle");
   assert(second!.payload.every((b) => b === 2) && third!.payload.every((b) => b === 3));
+  assert(exact!.payload.every((b) => b === 0), "an exact buffer is never reused");
 });
 
 Deno.test("ws frames: masking matches the byte-wise definition at every alignment", () => {

@@ -130,14 +130,20 @@ export function encodeFrame(
 const HEADROOM = 10;
 const withHeadroom = new WeakSet<Uint8Array>();
 
-/** Payloads of up to this many bytes (and at least POOL_MIN) get recyclable buffers. */
+/**
+ * Once a process recycles payloads (see {@linkcode recyclePayload}), the
+ * parser gives payloads of POOL_MIN..POOL_PAYLOAD bytes buffers of one
+ * size, taken from the pool when it has any; processes that never recycle
+ * allocate exactly what each frame needs.
+ */
 const POOL_PAYLOAD = 64 * 1024 + 512;
-const POOL_MIN = 4096;
+const POOL_MIN = 16 * 1024;
 const POOL_MAX = 64;
 const pool: ArrayBuffer[] = [];
+let recycling = false;
 
 function allocatePayload(length: number): Uint8Array {
-  if (length >= POOL_MIN && length <= POOL_PAYLOAD) {
+  if (recycling && length >= POOL_MIN && length <= POOL_PAYLOAD) {
     const buffer = pool.pop() ?? new ArrayBuffer(HEADROOM + POOL_PAYLOAD);
     return new Uint8Array(buffer, HEADROOM, length);
   }
@@ -151,6 +157,7 @@ function allocatePayload(length: number): Uint8Array {
  */
 export function recyclePayload(payload: Uint8Array): void {
   if (!withHeadroom.delete(payload)) return;
+  recycling = true;
   const buffer = payload.buffer as ArrayBuffer;
   if (buffer.byteLength === HEADROOM + POOL_PAYLOAD && pool.length < POOL_MAX) pool.push(buffer);
 }
