@@ -338,7 +338,7 @@ export class RemoteExecutor implements AsyncDisposable {
       const { send: tx, receive: rx } = hs.split();
       const stream = secureConnection(new RecordCipher(tx), new RecordCipher(rx), {
         sendData: (seq, ct) => link.send(frames.data(id, seq, ct)),
-        sendDataWith: (seq, length, fill) => link.sendDataWith(id, seq, length, fill),
+        sendDataBatch: (records, fill) => link.sendDataBatch(id, records, fill),
         end: () => {
           const current = this.#streams.get(id);
           if (current?.instance === instance) {

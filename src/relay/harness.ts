@@ -145,7 +145,7 @@ export function rendezvousTransport(
       const { send: tx, receive: rx } = hs.split();
       stream = secureConnection(new RecordCipher(tx), new RecordCipher(rx), {
         sendData: (seq, ct) => send(frames.data(streamId, seq, ct)),
-        sendDataWith: (seq, length, fill) => link.sendDataWith(streamId, seq, length, fill),
+        sendDataBatch: (records, fill) => link.sendDataBatch(streamId, records, fill),
         end: () => {
           send(frames.reset(streamId)).catch(() => {});
           channel.close(1000, "").catch(() => {});

@@ -9,16 +9,27 @@
 import type { WebSocketChannel } from "../jsonrpc/websocket/channel.ts";
 import { encodeRelayDataPrefix, encodeRelayFrame, type RelayFrame } from "./frame.ts";
 
+/** A Data frame's sequence number and payload length. */
+export interface DataRecord {
+  /** Sequence number. */
+  readonly seq: number;
+  /** Payload (ciphertext) bytes. */
+  readonly length: number;
+}
+
 /** One socket's frame sender. */
 export interface RelayLink {
   /** Sends a frame; resolves when the socket took it. */
   send(frame: RelayFrame): Promise<void>;
-  /** Sends a Data frame whose `length`-byte payload `fill` writes in place. */
-  sendDataWith(
+  /**
+   * Sends Data frames (stream `streamId`, sequence numbers `records[i].seq`)
+   * whose `records[i].length`-byte payloads `fill(i, payload)` writes in
+   * place, in one socket write.
+   */
+  sendDataBatch(
     streamId: string,
-    seq: number,
-    length: number,
-    fill: (payload: Uint8Array) => void,
+    records: readonly DataRecord[],
+    fill: (index: number, payload: Uint8Array) => void,
   ): Promise<void>;
 }
 
@@ -26,12 +37,16 @@ export interface RelayLink {
 export function relayLink(channel: WebSocketChannel): RelayLink {
   return {
     send: (frame) => channel.send(encodeRelayFrame(frame)),
-    sendDataWith(streamId, seq, length, fill) {
-      const prefix = encodeRelayDataPrefix(streamId, seq, length);
-      return channel.sendBinaryWith(prefix.length + length, (message) => {
-        message.set(prefix);
-        fill(message.subarray(prefix.length));
-      });
+    sendDataBatch(streamId, records, fill) {
+      const prefixes = records.map((r) => encodeRelayDataPrefix(streamId, r.seq, r.length));
+      return channel.sendBinaryBatch(
+        records.map((r, i) => prefixes[i]!.length + r.length),
+        (i, message) => {
+          const prefix = prefixes[i]!;
+          message.set(prefix);
+          fill(i, message.subarray(prefix.length));
+        },
+      );
     },
   };
 }

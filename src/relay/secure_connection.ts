@@ -22,11 +22,14 @@ export interface SecureStreamIo {
   /** Sends one Data frame; resolves when the socket took it. */
   sendData(seq: number, ciphertext: Uint8Array): Promise<void>;
   /**
-   * Sends one Data frame whose `length`-byte ciphertext `fill` writes
-   * synchronously straight into the outgoing message (no intermediate
-   * copies); used with libcrypto records.
+   * Sends Data frames (`records[i]`: sequence number and ciphertext length)
+   * whose ciphertexts `fill(i, out)` writes synchronously straight into the
+   * outgoing messages, in one socket write; used with libcrypto records.
    */
-  sendDataWith?(seq: number, length: number, fill: (ciphertext: Uint8Array) => void): Promise<void>;
+  sendDataBatch?(
+    records: readonly { seq: number; length: number }[],
+    fill: (index: number, ciphertext: Uint8Array) => void,
+  ): Promise<void>;
   /** The stream ended locally or by a violation: reset/close it. */
   end(reason: string): void;
 }
@@ -61,6 +64,8 @@ export interface SecureStream {
 export const HARNESS_REQUEST_LIMIT = 8 * 1024;
 /** Limit of data notifications at the harness. */
 export const HARNESS_DATA_NOTIFICATION_LIMIT = 2 * 1024 * 1024;
+/** Records per socket write on the libcrypto path (one recycled buffer). */
+const RECORDS_PER_WRITE = 16;
 /** Records sealed or opened at once (WebCrypto runs them in parallel). */
 const CRYPTO_WINDOW = 4;
 const DATA_NOTIFICATIONS = new Set([
@@ -177,22 +182,20 @@ export function secureConnection(
   const output = createOutputSink(
     lengthPrefixFraming,
     async (bytes) => {
-      if (send.native && io.sendDataWith) {
-        // Sealed synchronously into the socket's frame, in nonce order; up
-        // to CRYPTO_WINDOW frames wait for the socket at once.
-        const writes: Promise<void>[] = [];
-        for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT) {
-          const record = bytes.subarray(at, at + MAX_RECORD_PLAINTEXT);
-          const write = io.sendDataWith(
-            seq.take(),
-            record.length + TAGLEN,
-            (out) => send.sealInto(record, out),
+      if (send.native && io.sendDataBatch) {
+        // Sealed synchronously into the socket's frames, in nonce order, up
+        // to RECORDS_PER_WRITE records per socket write.
+        for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT * RECORDS_PER_WRITE) {
+          const plaintexts: Uint8Array[] = [];
+          const end = Math.min(bytes.length, at + MAX_RECORD_PLAINTEXT * RECORDS_PER_WRITE);
+          for (let p = at; p < end; p += MAX_RECORD_PLAINTEXT) {
+            plaintexts.push(bytes.subarray(p, Math.min(end, p + MAX_RECORD_PLAINTEXT)));
+          }
+          await io.sendDataBatch(
+            plaintexts.map((p) => ({ seq: seq.take(), length: p.length + TAGLEN })),
+            (i, out) => send.sealInto(plaintexts[i]!, out),
           );
-          write.catch(() => {}); // awaited below; a later one may fail first
-          writes.push(write);
-          if (writes.length >= CRYPTO_WINDOW) await writes.shift();
         }
-        await Promise.all(writes);
         return;
       }
       // Seal up to CRYPTO_WINDOW records at once (WebCrypto runs them in

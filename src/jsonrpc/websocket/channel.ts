@@ -80,10 +80,10 @@ const encoder = new TextEncoder();
  */
 const READ_MIN = 16 * 1024;
 const READ_MAX = 256 * 1024;
-/** Size of a recycled frame buffer: a relay record with its headers. */
-const SPARE_MAX = 64 * 1024 + 256;
-/** Recycled frame buffers kept per channel. */
-const SPARE_BUFFERS = 8;
+/** Size of a recycled batch buffer: 16 relay records with their headers. */
+const SPARE_MAX = 16 * (64 * 1024 + 256);
+/** Recycled batch buffers kept per channel. */
+const SPARE_BUFFERS = 2;
 /** Payload bytes still to come that are read straight into the payload. */
 const DIRECT_READ_MIN = 128 * 1024;
 
@@ -105,7 +105,7 @@ export class WebSocketChannel {
   #byob: boolean;
   /** BYOB reads land here between payloads (reused, grown; transferred each read). */
   #scratch: Uint8Array = new Uint8Array(0);
-  /** Recycled frame buffers of {@linkcode sendBinaryWith}. */
+  /** Recycled buffers of {@linkcode sendBinaryBatch}. */
   #spare: Uint8Array[] = [];
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #parser: FrameParser;
@@ -263,36 +263,60 @@ export class WebSocketChannel {
   }
 
   /**
-   * Sends one binary message of `length` bytes that `fill` writes straight
-   * into the outgoing frame (masked in place afterwards on the client side):
-   * one buffer and one write, no copy of the payload. Messages over the
-   * frame limit are fragmented as {@linkcode send} does.
+   * Sends binary messages of `lengths[i]` bytes that `fill(i, payload)`
+   * writes straight into their outgoing frames (masked in place afterwards
+   * on the client side): one buffer and one write for all of them, no copy
+   * of any payload. Resolves when the transport has taken them. Messages
+   * over the frame limit are fragmented as {@linkcode send} does.
    */
-  sendBinaryWith(length: number, fill: (payload: Uint8Array) => void): Promise<void> {
-    if (length > this.maxFrameBytes) {
-      const payload = new Uint8Array(length);
-      fill(payload);
-      return this.send(payload);
+  sendBinaryBatch(
+    lengths: readonly number[],
+    fill: (index: number, payload: Uint8Array) => void,
+  ): Promise<void> {
+    const masks: (Uint8Array | undefined)[] = [];
+    const headers: Uint8Array[] = [];
+    let size = 0;
+    for (const length of lengths) {
+      if (length > this.maxFrameBytes) return this.#sendLargeBatch(lengths, fill);
+      const mask = this.#masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
+      const header = encodeFrameHeader(Opcode.Binary, length, true, mask);
+      masks.push(mask);
+      headers.push(header);
+      size += header.length + length;
     }
-    const mask = this.#masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
-    const header = encodeFrameHeader(Opcode.Binary, length, true, mask);
-    const size = header.length + length;
-    // With a transport that is done with bytes once a write resolves, the
-    // frame buffers are recycled (a few, each up to SPARE_MAX bytes).
+    // With a transport that is done with bytes once a write resolves, batch
+    // buffers are recycled (a few, each up to SPARE_MAX bytes).
     const pooled = this.reusableWrites ? this.#spare.pop() : undefined;
     const buffer = pooled !== undefined && pooled.length >= size
       ? pooled
       : new Uint8Array(this.reusableWrites && size <= SPARE_MAX ? SPARE_MAX : size);
-    const out = buffer.subarray(0, size);
-    out.set(header);
-    const payload = out.subarray(header.length);
-    fill(payload);
-    if (mask) applyMask(payload, mask);
-    const written = this.writeRaw(out);
+    let at = 0;
+    for (let i = 0; i < lengths.length; i++) {
+      const header = headers[i]!;
+      buffer.set(header, at);
+      at += header.length;
+      const payload = buffer.subarray(at, at + lengths[i]!);
+      fill(i, payload);
+      const mask = masks[i];
+      if (mask) applyMask(payload, mask);
+      at += payload.length;
+    }
+    const written = this.writeRaw(buffer.subarray(0, size));
     if (!this.reusableWrites || buffer.length !== SPARE_MAX) return written;
     return written.then(() => {
       if (this.#spare.length < SPARE_BUFFERS) this.#spare.push(buffer);
     });
+  }
+
+  async #sendLargeBatch(
+    lengths: readonly number[],
+    fill: (index: number, payload: Uint8Array) => void,
+  ): Promise<void> {
+    for (let i = 0; i < lengths.length; i++) {
+      const payload = new Uint8Array(lengths[i]!);
+      fill(i, payload);
+      await this.send(payload);
+    }
   }
 
   /**
