@@ -79,9 +79,12 @@ let loaded: NativeAesGcm | null | undefined;
 export function loadOpenSslAesGcm(): NativeAesGcm | null {
   if (loaded !== undefined) return loaded;
   loaded = null;
-  try {
-    if (Deno.env.get("EXEC_SERVER_NATIVE_AES") === "0") return null;
-  } catch { /* no env permission: keep the default */ }
+  const variable = "EXEC_SERVER_NATIVE_AES";
+  // Permissions are queried first so that nothing ever prompts.
+  if (
+    Deno.permissions.querySync({ name: "env", variable }).state === "granted" &&
+    Deno.env.get(variable) === "0"
+  ) return null;
   if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") return null;
   for (const name of CANDIDATES[Deno.build.os] ?? []) {
     let library: Deno.DynamicLibrary<typeof SYMBOLS>;
