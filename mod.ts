@@ -91,8 +91,20 @@ export {
 export {
   fileConfigSource,
   loadNetworkProxyConfigFile,
+  loadNetworkRequirementsFile,
   parseNetworkProxyConfigText,
+  requiredConfigSource,
 } from "./src/proxy/config_file.ts";
+export {
+  applyNetworkRequirements,
+  type ManagedNetworkConfig,
+  NetworkConstraintError,
+  type NetworkProxyConstraints,
+  type NetworkRequirements,
+  parseNetworkRequirements,
+  patternCovers,
+  validatePolicyAgainstConstraints,
+} from "./src/proxy/constraints.ts";
 export {
   ask,
   type AuditMetadata,

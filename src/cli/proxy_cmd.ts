@@ -8,6 +8,7 @@ import { parseArgs } from "node:util";
 import { createLogger, type LogLevel } from "../log/logger.ts";
 import type { NetworkDecision, NetworkPolicyRequest } from "../proxy/decision.ts";
 import { startNetworkProxyFromFile } from "../proxy/start.ts";
+import { loadNetworkRequirementsFile } from "../proxy/config_file.ts";
 import { parseDuration, printLine, terminationSignal, UsageError } from "./common.ts";
 
 /** Help text. */
@@ -22,6 +23,11 @@ CA certificate and the trust bundle for clients.
 
 Options:
   --config <FILE>           configuration (required)
+  --requirements <FILE>     an administrator's requirements (JSON or TOML: enabled, http_port,
+                            socks_port, allow_upstream_proxy, dangerously_allow_non_loopback_proxy,
+                            dangerously_allow_all_unix_sockets, domains, managed_allowed_domains_only,
+                            unix_sockets, allow_local_binding, mode): they override FILE and every
+                            reload or edit must stay within them
   --ephemeral               listen on fresh loopback ports instead of proxy_url/socks_url
   --home <DIR>              where proxy/ CA files go (default $CODEX_HOME or ~/.codex)
   --prompt                  ask about hosts outside the allow list over stdio: a JSON line
@@ -98,6 +104,7 @@ export async function runProxy(args: string[]): Promise<number> {
       options: {
         config: { type: "string" },
         ephemeral: { type: "boolean" },
+        requirements: { type: "string" },
         home: { type: "string" },
         prompt: { type: "boolean" },
         "prompt-timeout": { type: "string" },
@@ -116,9 +123,13 @@ export async function runProxy(args: string[]): Promise<number> {
   if (!flags.config) throw new UsageError("--config FILE is required", 2);
   const logger = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
   const timeout = parseDuration("prompt-timeout", flags["prompt-timeout"] ?? "60s");
+  const requirements = flags.requirements
+    ? await loadNetworkRequirementsFile(flags.requirements)
+    : null;
   const proxy = await startNetworkProxyFromFile(flags.config, {
     managed: flags.ephemeral ?? false,
     logger,
+    ...(requirements ? { requirements } : {}),
     ...(flags.home ? { home: flags.home } : {}),
     ...(flags.prompt ? { decider: stdioDecider(timeout) } : {}),
   });

@@ -11,6 +11,7 @@ import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
 import { listenWebSocket } from "../server/listen_ws.ts";
 import { startNetworkProxyFromFile } from "../proxy/start.ts";
+import { loadNetworkRequirementsFile } from "../proxy/config_file.ts";
 import { RemoteExecutor } from "../relay/executor.ts";
 import { sha256, type WebSocketAuth } from "../server/ws_auth.ts";
 import {
@@ -48,6 +49,8 @@ export interface ServeConfig {
   readonly httpBodyLimitBytes: number;
   /** Egress proxy configuration file for managed-network processes. */
   readonly networkProxyConfig: string | null;
+  /** Requirements file enforced on that proxy. */
+  readonly networkRequirements?: string | null;
   /** Remote mode: register with this registry and serve through its relay. */
   readonly remote: {
     url: string;
@@ -86,6 +89,8 @@ Options:
                                     otherwise EXEC_SERVER_REGISTRATION_BEARER
   --network-proxy <FILE>            run the egress proxy from FILE and route processes started
                                     with enforceManagedNetwork: true through it
+  --network-requirements <FILE>     an administrator's limits for that proxy (see
+                                    \`exec-server proxy --help\`, --requirements)
   -h, --help                        show this help
 `;
 
@@ -143,6 +148,7 @@ export function parseServeArgs(
         "ws-max-clock-skew-seconds": { type: "string" },
         "allow-unauthenticated": { type: "boolean" },
         "network-proxy": { type: "string" },
+        "network-requirements": { type: "string" },
         remote: { type: "string" },
         "environment-id": { type: "string" },
         name: { type: "string" },
@@ -263,6 +269,8 @@ export function parseServeArgs(
     sessionTtlMs: parseDuration("session-ttl", v["session-ttl"] ?? "80"),
     httpBodyLimitBytes: parseByteSize("http-body-limit", v["http-body-limit"] ?? "256M"),
     networkProxyConfig: v["network-proxy"] ?? null,
+    networkRequirements: v["network-requirements"] ??
+      null,
     remote: v.remote === undefined ? null : {
       url: v.remote,
       environmentId: v["environment-id"] ??
@@ -286,8 +294,17 @@ async function waitForStdinEof(): Promise<void> {
 /** Runs the server until its input ends (stdio) or a termination signal. */
 export async function runServe(config: ServeConfig): Promise<number> {
   const logger = createLogger({ level: config.logLevel });
+  if (config.networkRequirements && !config.networkProxyConfig) {
+    throw new UsageError("--network-requirements needs --network-proxy", 2);
+  }
+  const requirements = config.networkRequirements
+    ? await loadNetworkRequirementsFile(config.networkRequirements)
+    : null;
   const proxy = config.networkProxyConfig
-    ? await startNetworkProxyFromFile(config.networkProxyConfig, { logger })
+    ? await startNetworkProxyFromFile(config.networkProxyConfig, {
+      logger,
+      ...(requirements ? { requirements } : {}),
+    })
     : null;
   if (proxy) {
     logger.info("server.network_proxy", {

@@ -16,6 +16,11 @@ import {
   parseNetworkProxyConfig,
 } from "./config.ts";
 import type { ConfigSource } from "./state.ts";
+import {
+  applyNetworkRequirements,
+  type NetworkRequirements,
+  parseNetworkRequirements,
+} from "./constraints.ts";
 
 type Toml = typeof import("smol-toml");
 let toml: Toml | null = null;
@@ -162,6 +167,37 @@ export async function fileConfigSource(path: string, checkEveryMs = 250): Promis
       const text = Deno.readTextFileSync(path);
       const doc = formatOf(path, text) === "json" ? JSON.parse(text) : t.parse(text);
       return parseNetworkProxyConfig(networkTable(doc));
+    },
+  };
+}
+
+/**
+ * Reads an administrator's requirements file (JSON or TOML): the keys of
+ * network-proxy.md §2.3 at the top level or under `[network]`.
+ */
+export async function loadNetworkRequirementsFile(path: string): Promise<NetworkRequirements> {
+  const text = await Deno.readTextFile(path);
+  let doc: unknown;
+  try {
+    doc = formatOf(path, text) === "json" ? JSON.parse(text) : (await loadToml()).parse(text);
+  } catch (error) {
+    throw new NetworkConfigError(`cannot parse the requirements: ${(error as Error).message}`);
+  }
+  if (isRecord(doc) && isRecord(doc.network) && Object.keys(doc).length === 1) doc = doc.network;
+  return parseNetworkRequirements(doc);
+}
+
+/** `source` with `requirements` applied to every reloaded configuration. */
+export function requiredConfigSource(
+  source: ConfigSource,
+  requirements: NetworkRequirements,
+  options: { allowlistExpansion?: boolean } = {},
+): ConfigSource {
+  return {
+    label: source.label,
+    maybeReload() {
+      const next = source.maybeReload();
+      return next && applyNetworkRequirements(next, requirements, options).config;
     },
   };
 }

@@ -6,7 +6,12 @@
  */
 
 import type { Logger } from "../log/logger.ts";
-import { fileConfigSource, loadNetworkProxyConfigFile } from "./config_file.ts";
+import {
+  fileConfigSource,
+  loadNetworkProxyConfigFile,
+  requiredConfigSource,
+} from "./config_file.ts";
+import { applyNetworkRequirements, type NetworkRequirements } from "./constraints.ts";
 import type { NetworkDecider } from "./decision.ts";
 import { createMitm, defaultMitmHome } from "./mitm/interceptor.ts";
 import { NetworkProxy } from "./network_proxy.ts";
@@ -21,6 +26,8 @@ export interface ProxyFileOptions {
   readonly decider?: NetworkDecider;
   /** Diagnostics and audit events. */
   readonly logger: Logger;
+  /** An administrator's requirements: applied to the file (and every reload) and enforced. */
+  readonly requirements?: NetworkRequirements;
 }
 
 /** Loads `path` and starts the proxy it describes (reloading when the file changes). */
@@ -28,12 +35,22 @@ export async function startNetworkProxyFromFile(
   path: string,
   options: ProxyFileOptions,
 ): Promise<NetworkProxy> {
-  const config = await loadNetworkProxyConfigFile(path);
+  const base = await loadNetworkProxyConfigFile(path);
+  const required = options.requirements
+    ? applyNetworkRequirements(base, options.requirements)
+    : null;
   const home = options.home ?? defaultMitmHome();
-  return await NetworkProxy.start(config, {
+  const source = await fileConfigSource(path);
+  return await NetworkProxy.start(required?.config ?? base, {
     managed: options.managed ?? true,
     logger: options.logger,
-    source: await fileConfigSource(path),
+    source: options.requirements ? requiredConfigSource(source, options.requirements) : source,
+    ...(required
+      ? {
+        constraints: required.constraints,
+        managedAllowedDomainsOnly: required.managedAllowedDomainsOnly,
+      }
+      : {}),
     ...(options.decider ? { decider: options.decider } : {}),
     mitm: (state, ctx) => createMitm(state, ctx, { home }),
   });

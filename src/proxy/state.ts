@@ -29,6 +29,11 @@ import {
   violationLogLine,
 } from "./decision.ts";
 import { normalizePattern } from "./domain_pattern.ts";
+import {
+  NetworkConstraintError,
+  type NetworkProxyConstraints,
+  validatePolicyAgainstConstraints,
+} from "./constraints.ts";
 import { normalizeHost } from "./host.ts";
 import {
   buildConfigState,
@@ -37,6 +42,21 @@ import {
   type HostResolver,
   systemResolver,
 } from "./policy.ts";
+
+/** Runs an edit; a constraint violation is reported as `<field> constrained by managed config: …`. */
+function constrained(field: string, edit: () => void): void {
+  try {
+    edit();
+  } catch (error) {
+    if (!(error instanceof NetworkConstraintError)) throw error;
+    throw new NetworkConstraintError(
+      error.field,
+      error.candidate,
+      error.allowed,
+      `${field} constrained by managed config: ${error.message}`,
+    );
+  }
+}
 
 /** Keys a running proxy refuses to change. */
 export const FIXED_CONFIG_KEYS = [
@@ -73,6 +93,10 @@ export interface NetworkProxyStateOptions {
   readonly logger?: Logger;
   /** Environment lookup for hook secrets. */
   readonly env?: (name: string) => string | undefined;
+  /** Managed limits every configuration must stay within (§2.3). */
+  readonly constraints?: NetworkProxyConstraints;
+  /** Allow-list misses are denied outright: the decider is never asked. */
+  readonly managedAllowedDomainsOnly?: boolean;
 }
 
 /** See the module documentation. */
@@ -89,7 +113,13 @@ export class NetworkProxyState {
     this.#options = options;
     this.#logger = options.logger ?? nullLogger;
     this.resolver = options.resolver ?? systemResolver;
+    if (options.constraints) validatePolicyAgainstConstraints(config, options.constraints);
     this.#state = buildConfigState(config, options.env);
+  }
+
+  /** The managed constraints (empty when unmanaged). */
+  get constraints(): NetworkProxyConstraints {
+    return this.#options.constraints ?? {};
   }
 
   /** The current compiled configuration (after a reload check). */
@@ -116,12 +146,18 @@ export class NetworkProxyState {
     return this.current.config;
   }
 
-  /** Replaces the configuration; the fixed keys must not change. */
+  /**
+   * Replaces the configuration; the fixed keys must not change and the
+   * managed constraints must hold (throws {@linkcode NetworkConstraintError}).
+   */
   replaceConfig(config: NetworkProxyConfig): void {
     for (const key of FIXED_CONFIG_KEYS) {
       if (config[key] !== this.#state.config[key]) {
         throw new NetworkConfigError(`cannot update network.${key} on a running proxy`);
       }
+    }
+    if (this.#options.constraints) {
+      validatePolicyAgainstConstraints(config, this.#options.constraints);
     }
     const next = buildConfigState(config, this.#options.env);
     this.#logDiff(this.#state.config, config);
@@ -146,9 +182,9 @@ export class NetworkProxyState {
     }
   }
 
-  /** Switches the mode. */
+  /** Switches the mode (within the managed constraints). */
   setMode(mode: NetworkMode): void {
-    this.replaceConfig({ ...this.#state.config, mode });
+    constrained("network.mode", () => this.replaceConfig({ ...this.#state.config, mode }));
   }
 
   /** Allows a host (removing it from the deny list); no-op if present. */
@@ -167,7 +203,10 @@ export class NetworkProxyState {
     const domains = { ...effectiveDomains(this.#state.config.domains) };
     if (domains[key] === value) return;
     domains[key] = value;
-    this.replaceConfig({ ...this.#state.config, domains });
+    constrained(
+      value === "allow" ? "network.allowed_domains" : "network.denied_domains",
+      () => this.replaceConfig({ ...this.#state.config, domains }),
+    );
   }
 
   /** Emits an audit event. */
@@ -197,7 +236,10 @@ export class NetworkProxyState {
       this.audit({ ...base, decision: "allow", source: "baseline_policy", reason: "allow" });
       return { allow: true };
     }
-    if (verdict.reason === "not_allowed" && this.#options.decider) {
+    if (
+      verdict.reason === "not_allowed" && this.#options.decider &&
+      !this.#options.managedAllowedDomainsOnly
+    ) {
       let answer: NetworkDecision;
       try {
         answer = await this.#options.decider(request);
