@@ -181,7 +181,7 @@ export {
   SECURITY_PROFILE,
 } from "./src/noise/hybrid_ik.ts";
 export type { LocalKey, RemoteKey } from "./src/noise/handshake.ts";
-export type { DhKeyPair, KemKeyPair } from "./src/noise/primitives.ts";
+export { type DhKeyPair, type KemKeyPair, loadNoiseCrypto } from "./src/noise/primitives.ts";
 
 // MCP
 export type { McpMessage, McpTransport } from "./src/mcp/transport.ts";

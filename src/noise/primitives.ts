@@ -27,7 +27,11 @@ let loading: Promise<void> | null = null;
 
 /**
  * Loads the crypto libraries (idempotent), and the system's libcrypto for
- * transport records when FFI is granted (see aes_gcm_openssl.ts).
+ * transport records when FFI is granted (see aes_gcm_openssl.ts). Needed
+ * before `generateIdentity()` and handshakes; `connect()` with a
+ * rendezvous and the executor call it themselves. Under `deno test` with
+ * the resource sanitizer, call it at module level: the dynamic library it
+ * opens stays open for the life of the process.
  */
 export function loadNoiseCrypto(): Promise<void> {
   loading ??= (async () => {
