@@ -58,7 +58,7 @@ async function cpuPerGiB<T>(
   const before = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]));
   const result = await run();
   const parts = Object.entries(pids).map(([k, p]) => {
-    const a = before[k], b = cpuSeconds(p);
+    const a = before[k] ?? null, b = cpuSeconds(p);
     return a === null || b === null ? `${k} ?` : `${k} ${((b - a) / (bytes / 2 ** 30)).toFixed(2)}`;
   });
   return [result, `cpu s/GiB: ${parts.join(", ")}`];
