@@ -246,6 +246,12 @@ Deno.test("requirements: override the configuration, merge domains, imply constr
   assertEquals(allowedDomains(only.config), ["api.example.com"]);
   assertEquals(only.constraints.allowlist_expansion_enabled, false);
   assert(only.managedAllowedDomainsOnly);
+  // …also when the requirements list no domains at all: nothing is allowed.
+  const none = applyNetworkRequirements(cfg({ domains: allow("other.org") }), {
+    managed_allowed_domains_only: true,
+  });
+  assertEquals(allowedDomains(none.config), null);
+  assertEquals(none.constraints.allowed_domains, []);
   // Parsing is strict.
   assertThrows(() => parseNetworkRequirements({ http_port: 0 }), Error, "port number");
   assertThrows(() => parseNetworkRequirements({ domains: { a: "none" } }), Error, '"allow" or');

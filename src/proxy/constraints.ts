@@ -368,7 +368,7 @@ export function applyNetworkRequirements(
     (permission === "allow" ? managedAllowed : managedDenied).push(normalizePattern(pattern));
   }
   const onlyManaged = r.managed_allowed_domains_only === true;
-  if (r.domains !== undefined) {
+  if (r.domains !== undefined || onlyManaged) {
     const domains = { ...effectiveDomains(config.domains) };
     if (onlyManaged) {
       for (const [k, val] of Object.entries(domains)) if (val === "allow") delete domains[k];
