@@ -182,6 +182,12 @@ export {
 } from "./src/noise/hybrid_ik.ts";
 export type { LocalKey, RemoteKey } from "./src/noise/handshake.ts";
 export { type DhKeyPair, type KemKeyPair, loadNoiseCrypto } from "./src/noise/primitives.ts";
+export {
+  bridgeConnections,
+  forwardingServer,
+  type ForwardOptions,
+  type StreamServer,
+} from "./src/relay/forward.ts";
 
 // MCP
 export type { McpMessage, McpTransport } from "./src/mcp/transport.ts";

@@ -4,6 +4,8 @@
 import { connect } from "../src/client/client.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { RemoteExecutor } from "../src/relay/executor.ts";
+import { forwardingServer } from "../src/relay/forward.ts";
+import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { referenceBin } from "./helpers/reference.ts";
@@ -282,3 +284,119 @@ Deno.test("relay CLI: relay, token create, serve --remote and exec --remote as r
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("relay e2e: forward — a WebSocket exec-server behind our relay, streams bridged", async () => {
+  const relay = await startRelayServer({ port: 0, logger: nullLogger });
+  const target = new ExecServer({ logger: nullLogger });
+  const listener = listenWebSocket(target, { hostname: "127.0.0.1", port: 0 });
+  const executorToken = await relay.store.createToken("executor", "env-fwd");
+  const harnessToken = await relay.store.createToken("harness", "env-fwd");
+  const executor = await RemoteExecutor.start({
+    registry: { url: relay.url, bearer: executorToken },
+    environmentId: "env-fwd",
+    server: forwardingServer({ url: listener.url }),
+    logger: nullLogger,
+  });
+  try {
+    await executor.connected;
+    const client = await connect({
+      rendezvous: { registryUrl: relay.url, environmentId: "env-fwd", token: harnessToken },
+    });
+    const out = await client.command("/bin/sh", {
+      args: ["-c", "echo forwarded; head -c 3000000 /dev/zero | wc -c"],
+    }).output();
+    assertEquals(new TextDecoder().decode(out.stdout), "forwarded\n3000000\n");
+    const dir = await Deno.makeTempDir();
+    await client.fs.writeFile(`${dir}/f.txt`, new TextEncoder().encode("through"));
+    assertEquals(new TextDecoder().decode(await Deno.readFile(`${dir}/f.txt`)), "through");
+    await Deno.remove(dir, { recursive: true });
+    // Closing the harness ends the bridged connection on the target too.
+    await client.close();
+    for (let i = 0; i < 100 && target.connectionCount > 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assertEquals(target.connectionCount, 0);
+  } finally {
+    await executor.close();
+    await listener.close();
+    await target.close();
+    await relay.close();
+  }
+});
+
+Deno.test({
+  name: "relay CLI: forward puts the Codex 0.169 WebSocket exec-server behind our relay",
+  ignore: REFERENCE === null,
+  async fn() {
+    const relay = await startRelayServer({ port: 0, logger: nullLogger });
+    const home = await Deno.makeTempDir();
+    const executorToken = await relay.store.createToken("executor", "env-cfwd");
+    const harnessToken = await relay.store.createToken("harness", "env-cfwd");
+    const codex = new Deno.Command(REFERENCE!, {
+      args: ["exec-server", "--listen", "ws://127.0.0.1:0"],
+      env: { CODEX_HOME: home },
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    const forward = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        CLI,
+        "forward",
+        "--remote",
+        relay.url,
+        "--environment-id",
+        "env-cfwd",
+        "--registration-bearer-stdin",
+        "--to",
+        await firstWsUrl(codex.stdout),
+        "--log-level",
+        "error",
+      ],
+      stdin: "piped",
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      const w = forward.stdin.getWriter();
+      await w.write(new TextEncoder().encode(executorToken + "\n"));
+      await w.close();
+      for (let i = 0; i < 200 && relay.executorCount === 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const client = await connect({
+        rendezvous: { registryUrl: relay.url, environmentId: "env-cfwd", token: harnessToken },
+      });
+      assertEquals(client.environmentInfo?.executorVersion, "0.169.0");
+      const out = await client.command("/bin/sh", { args: ["-c", "echo via forward"] }).output();
+      assertEquals(new TextDecoder().decode(out.stdout), "via forward\n");
+      await client.close();
+    } finally {
+      forward.kill("SIGTERM");
+      await forward.status;
+      codex.kill("SIGTERM");
+      await codex.status;
+      await relay.close();
+      await Deno.remove(home, { recursive: true });
+    }
+  },
+});
+
+/** The first `ws://…` line a server prints (the rest of its stdout is drained). */
+async function firstWsUrl(stdout: ReadableStream<Uint8Array>): Promise<string> {
+  const reader = stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  for (;;) {
+    const match = /ws:\/\/\S+/.exec(text);
+    if (match) {
+      (async () => {
+        while (!(await reader.read()).done) { /* drain */ }
+      })().catch(() => {});
+      return match[0];
+    }
+    const { value, done } = await reader.read();
+    if (done) throw new Error("the server ended before printing its URL");
+    text += value;
+  }
+}

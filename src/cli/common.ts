@@ -124,3 +124,35 @@ export async function terminationSignal(): Promise<Deno.Signal> {
     remove();
   }
 }
+
+/** Reads one line (the registration bearer) from stdin. */
+async function readBearerLine(): Promise<string> {
+  const reader = Deno.stdin.readable.getReader();
+  let text = "";
+  try {
+    while (!text.includes("\n") && text.length < 16 * 1024) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  return text.split("\n")[0]!.trim();
+}
+
+/**
+ * The registration bearer for `--remote`: one line of stdin with
+ * `--registration-bearer-stdin`, else `EXEC_SERVER_REGISTRATION_BEARER`.
+ */
+export async function registrationBearer(fromStdin: boolean): Promise<string> {
+  const bearer = fromStdin
+    ? await readBearerLine()
+    : Deno.env.get("EXEC_SERVER_REGISTRATION_BEARER") ?? "";
+  if (bearer === "") {
+    throw new UsageError(
+      "--remote needs a registration bearer: --registration-bearer-stdin or EXEC_SERVER_REGISTRATION_BEARER",
+    );
+  }
+  return bearer;
+}

@@ -14,6 +14,7 @@ import { runMcpBridge } from "./mcp_bridge_cmd.ts";
 import { runMcp } from "./mcp_cmd.ts";
 import { runProxy } from "./proxy_cmd.ts";
 import { runRelay } from "./relay_cmd.ts";
+import { runForward } from "./forward_cmd.ts";
 import { runStdioToUds } from "./stdio_to_uds_cmd.ts";
 
 /** Top-level help. */
@@ -28,6 +29,7 @@ Commands:
   fs               ls, cat, put, get, stat, rm, mkdir on an exec-server
   info             print an exec-server's environment/info
   relay            self-hostable environment registry + rendezvous relay (encrypted remote mode)
+  forward          register a WebSocket exec-server as a remote environment behind a relay
   proxy            egress policy proxy (HTTP + SOCKS5, domain policy, limited mode, MITM)
   mcp              this machine (or an exec-server's environment) as MCP tools
   mcp-bridge       run an MCP stdio server (here or on an exec-server) for MCP clients
@@ -59,6 +61,7 @@ const COMMANDS: Record<string, Command> = {
   mcp: runMcp,
   proxy: runProxy,
   relay: runRelay,
+  forward: runForward,
   "stdio-to-uds": runStdioToUds,
 };
 

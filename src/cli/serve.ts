@@ -21,6 +21,7 @@ import {
   parsePositiveInt,
   printLine,
   readSecretFile,
+  registrationBearer,
   UsageError,
 } from "./common.ts";
 
@@ -324,14 +325,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
   const removeSignals = onTerminationSignal((signal) => stop.resolve(signal));
   try {
     if (config.remote) {
-      const bearer = config.remote.bearerFromStdin
-        ? await readBearerLine()
-        : Deno.env.get("EXEC_SERVER_REGISTRATION_BEARER") ?? "";
-      if (bearer === "") {
-        throw new UsageError(
-          "--remote needs a registration bearer: --registration-bearer-stdin or EXEC_SERVER_REGISTRATION_BEARER",
-        );
-      }
+      const bearer = await registrationBearer(config.remote.bearerFromStdin);
       const executor = await RemoteExecutor.start({
         registry: { url: config.remote.url, bearer },
         environmentId: config.remote.environmentId,
@@ -371,20 +365,4 @@ export async function runServe(config: ServeConfig): Promise<number> {
     await proxy?.shutdown();
   }
   return 0;
-}
-
-/** Reads one line (the registration bearer) from stdin. */
-async function readBearerLine(): Promise<string> {
-  const reader = Deno.stdin.readable.getReader();
-  let text = "";
-  try {
-    while (!text.includes("\n") && text.length < 16 * 1024) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += new TextDecoder().decode(value);
-    }
-  } finally {
-    reader.releaseLock();
-  }
-  return text.split("\n")[0]!.trim();
 }

@@ -33,7 +33,7 @@ import {
 } from "../noise/hybrid_ik.ts";
 import { RecordCipher } from "../noise/transport.ts";
 import { loadNoiseCrypto } from "../noise/primitives.ts";
-import type { ExecServer } from "../server/exec_server.ts";
+import type { StreamServer } from "./forward.ts";
 import { frames, type RelayFrame, validRelayFrames } from "./frame.ts";
 import { type RelayLink, relayLink } from "./relay_link.ts";
 import {
@@ -57,8 +57,11 @@ export interface RemoteExecutorOptions {
   readonly registry: RegistryEndpoint;
   /** The environment to serve. */
   readonly environmentId: string;
-  /** The server that runs each stream's session. */
-  readonly server: ExecServer;
+  /**
+   * What runs each stream's session: an `ExecServer`, or a forwarding
+   * server to another exec-server (see forward.ts).
+   */
+  readonly server: StreamServer;
   /** Diagnostics. */
   readonly logger?: Logger;
   /** Identity (default: a fresh one, kept for the process's lifetime). */
