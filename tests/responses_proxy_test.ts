@@ -287,7 +287,10 @@ Deno.test("responses proxy: dumps requests and responses with secrets redacted",
     }
     const names = await waitFor(async () => {
       const list: string[] = [];
-      for await (const e of Deno.readDir(`${dir}/dumps`)) list.push(e.name);
+      // Dumps appear whole (written aside, then renamed): count the finished ones.
+      for await (const e of Deno.readDir(`${dir}/dumps`)) {
+        if (e.name.endsWith(".json")) list.push(e.name);
+      }
       return list.length === 4 ? list.sort() : null;
     });
     assert(names[0]!.match(/^000001-\d{13}-request\.json$/), names[0]);

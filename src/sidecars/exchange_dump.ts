@@ -43,6 +43,21 @@ function pad(seq: number): string {
   return String(seq).padStart(6, "0");
 }
 
+/**
+ * Writes `doc` as pretty JSON to `path` atomically (a temporary file in the
+ * same directory, then a rename): a dump that exists is always complete.
+ */
+async function writeDumpFile(path: string, doc: unknown): Promise<void> {
+  const temporary = `${path}.${crypto.randomUUID()}.partial`;
+  try {
+    await Deno.writeTextFile(temporary, JSON.stringify(doc, null, 2) + "\n");
+    await Deno.rename(temporary, path);
+  } catch (error) {
+    await Deno.remove(temporary).catch(() => {});
+    throw error;
+  }
+}
+
 /** Writes the dumps into one directory. */
 export class ExchangeDumper {
   #seq = 0;
@@ -78,7 +93,7 @@ export class ExchangeDumper {
     const stem = `${this.#dir}/${pad(++this.#seq)}-${Date.now()}`;
     const doc = { method, url, headers: redact(headers), body: bodyValue(body) };
     try {
-      await Deno.writeTextFile(`${stem}-request.json`, JSON.stringify(doc, null, 2) + "\n");
+      await writeDumpFile(`${stem}-request.json`, doc);
     } catch (error) {
       this.#report(`responses-api-proxy failed to dump request: ${(error as Error).message}`);
       return null;
@@ -167,7 +182,7 @@ export class ResponseDump {
     };
     if (this.#truncated) doc.bodyTruncated = true;
     try {
-      await Deno.writeTextFile(this.#path, JSON.stringify(doc, null, 2) + "\n");
+      await writeDumpFile(this.#path, doc);
     } catch (error) {
       this.#report(
         `responses-api-proxy failed to write ${this.#path}: ${(error as Error).message}`,
