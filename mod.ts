@@ -275,6 +275,7 @@ export type {
   JsonRpcSuccess,
   MalformedMessage,
   RequestId,
+  TraceContext,
 } from "./src/jsonrpc/message.ts";
 export type { StrictJsonLimits } from "./src/jsonrpc/strict_json.ts";
 export type { Framing } from "./src/jsonrpc/output_sink.ts";

@@ -161,3 +161,25 @@ Deno.test("strict UTF-8: the fast decoder accepts and refuses exactly what the f
     "\uFEFF{",
   );
 });
+
+Deno.test("trace context: a request's top-level trace member round-trips; others drop it", () => {
+  const trace = { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" };
+  const text = encodeMessage({ id: 7, method: "m", params: { a: 1 }, trace });
+  assertEquals(JSON.parse(text).trace, trace);
+  assertEquals(JSON.parse(encodeMessage({ id: 8, method: "m", trace })).trace, trace);
+  const back = decodeMessage(text, "x") as { trace?: unknown };
+  assertEquals(back.trace, trace);
+  // Notifications carry none; malformed trace members are ignored.
+  assertEquals(
+    (decodeMessage('{"jsonrpc":"2.0","method":"n","trace":{"traceparent":"x"}}', "x") as {
+      trace?: unknown;
+    }).trace,
+    undefined,
+  );
+  assertEquals(
+    (decodeMessage('{"jsonrpc":"2.0","id":1,"method":"m","trace":{"traceparent":5}}', "x") as {
+      trace?: unknown;
+    }).trace,
+    undefined,
+  );
+});

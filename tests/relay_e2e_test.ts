@@ -5,6 +5,7 @@ import { connect } from "../src/client/client.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { RemoteExecutor } from "../src/relay/executor.ts";
 import { forwardingServer } from "../src/relay/forward.ts";
+import { decodeRelayFrame } from "../src/relay/frame.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
@@ -400,3 +401,44 @@ async function firstWsUrl(stdout: ReadableStream<Uint8Array>): Promise<string> {
     text += value;
   }
 }
+
+Deno.test("relay e2e: a request's trace context rides in clear on its first frame only (§3.7)", async () => {
+  const toExecutor: Uint8Array[] = [];
+  const toHarness: Uint8Array[] = [];
+  await using s = await setup((bytes, direction) =>
+    (direction === "to_executor" ? toExecutor : toHarness).push(bytes.slice())
+  );
+  const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  const traced = await connect({
+    rendezvous: { registryUrl: s.relay.url, environmentId: "env-1", token: s.harnessToken },
+    trace: () => ({ traceparent, tracestate: "vendor=1" }),
+  });
+  try {
+    toExecutor.length = 0;
+    const out = await traced.command("/bin/sh", {
+      args: ["-c", `head -c 200000 /dev/zero | wc -c`],
+    }).output();
+    assertEquals(new TextDecoder().decode(out.stdout), "200000\n");
+    const frames = toExecutor.map(decodeRelayFrame).filter((f) => f.body?.kind === "data");
+    const withTrace = frames.filter((f) => f.traceparent !== undefined);
+    assert(withTrace.length >= 1, "the requests' first frames carry the trace");
+    // The rest are notifications (the connection's late `initialized`).
+    for (const f of frames) {
+      const size = f.body?.kind === "data" ? f.body.payload.length : 0;
+      if (f.traceparent === undefined) assert(size < 100, `an untraced ${size}-byte record`);
+    }
+    for (const f of withTrace) {
+      assertEquals([f.traceparent, f.tracestate], [traceparent, "vendor=1"]);
+    }
+    assert(
+      toHarness.map(decodeRelayFrame).every((f) => f.traceparent === undefined),
+      "responses and notifications carry none",
+    );
+    // The untraced client's frames carry none either.
+    toExecutor.length = 0;
+    await s.client.command("/bin/true").output();
+    assert(toExecutor.map(decodeRelayFrame).every((f) => f.traceparent === undefined));
+  } finally {
+    await traced.close();
+  }
+});

@@ -16,6 +16,7 @@
  * @module
  */
 
+import type { TraceContext } from "../jsonrpc/message.ts";
 import { ConnectionClosedError, RpcError } from "../jsonrpc/errors.ts";
 import { RpcPeer } from "../jsonrpc/peer.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
@@ -86,6 +87,12 @@ export interface ConnectOptions {
   readonly stopTimings?: StopTimings;
   /** Where to log (the spawned server's stderr goes here at `debug`). */
   readonly logger?: Logger;
+  /**
+   * Trace context sent with every request (a top-level `trace` member;
+   * through a relay it also travels in clear on the request's first frame
+   * so the rendezvous can correlate), e.g. from the caller's active span.
+   */
+  readonly trace?: () => TraceContext | undefined;
 }
 
 /** Options of {@linkcode ExecServerClient.spawn}. */
@@ -230,6 +237,7 @@ export class ExecServerClient implements AsyncDisposable {
     const peer = new RpcPeer(transport.connection, {
       onNotification: (method, params) => this.#onNotification(method, params),
       logger: this.#logger,
+      ...(options.trace ? { trace: options.trace } : {}),
     });
     try {
       const params: Record<string, unknown> = {

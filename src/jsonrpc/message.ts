@@ -33,6 +33,16 @@ export interface JsonRpcRequest {
   method: string;
   /** Method parameters (absent is treated as `null`). */
   params?: unknown;
+  /** W3C trace context of the request (a top-level `trace` member). */
+  trace?: TraceContext;
+}
+
+/** W3C trace context carried by a request. */
+export interface TraceContext {
+  /** The `traceparent` value. */
+  traceparent: string;
+  /** The `tracestate` value. */
+  tracestate?: string;
 }
 
 /** A one-way message. */
@@ -188,11 +198,16 @@ export function classifyMessage(
     if (typeof obj.method !== "string") {
       return `invalid type: ${describeType(obj.method)}, expected a string`;
     }
-    const msg: { id?: RequestId; method: string; params?: unknown } = {
+    const msg: { id?: RequestId; method: string; params?: unknown; trace?: TraceContext } = {
       method: obj.method,
     };
     if (id !== undefined) msg.id = id;
     if ("params" in obj) msg.params = obj.params;
+    const trace = obj.trace as Record<string, unknown> | undefined;
+    if (id !== undefined && trace && typeof trace.traceparent === "string") {
+      msg.trace = { traceparent: trace.traceparent };
+      if (typeof trace.tracestate === "string") msg.trace.tracestate = trace.tracestate;
+    }
     return msg as JsonRpcMessage;
   }
   if (id === undefined) return "missing field `error`";
@@ -255,9 +270,11 @@ export function encodeMessageParts(msg: JsonRpcMessage): string[] {
   const out: string[] = [];
   if (m.method !== undefined) {
     head += ',"method":' + JSON.stringify(m.method);
-    if (m.params === undefined) return [head + "}"];
+    const trace = m.id !== undefined && m.trace ? ',"trace":' + JSON.stringify(m.trace) : "";
+    if (m.params === undefined) return [head + trace + "}"];
     out.push(head + ',"params":');
     pushValue(out, m.params);
+    if (trace) out.push(trace);
   } else if ("error" in m) {
     return [head + ',"error":' + JSON.stringify(m.error) + "}"];
   } else {

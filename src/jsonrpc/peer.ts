@@ -25,6 +25,7 @@ import {
   type JsonRpcMessage,
   type JsonRpcRequest,
   type RequestId,
+  type TraceContext,
 } from "./message.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import { settleWithin } from "../util/async.ts";
@@ -81,6 +82,8 @@ export interface RpcPeerOptions {
   readonly maxQueued?: number;
   /** Where to log. */
   readonly logger?: Logger;
+  /** Trace context for each outbound request (e.g. the caller's active span). */
+  readonly trace?: () => TraceContext | undefined;
 }
 
 /** Options for one outbound call. */
@@ -89,6 +92,8 @@ export interface CallOptions {
   readonly signal?: AbortSignal;
   /** Rejects after this many milliseconds. */
   readonly timeoutMs?: number;
+  /** Trace context sent with the request (overrides the peer's `trace`). */
+  readonly trace?: TraceContext;
 }
 
 interface Lane {
@@ -240,6 +245,8 @@ export class RpcPeer {
     const msg: JsonRpcRequest = params === undefined
       ? { jsonrpc: "2.0", id, method }
       : { jsonrpc: "2.0", id, method, params };
+    const trace = options.trace ?? this.#options.trace?.();
+    if (trace) msg.trace = trace;
     this.#writer.write(msg).catch((error) => {
       this.#pending.get(id)?.reject(
         new ConnectionClosedError(this.#closeInfo?.reason ?? "connection closed", { cause: error }),

@@ -340,7 +340,7 @@ export class RemoteExecutor implements AsyncDisposable {
       const msg2 = hs.writeMessage();
       const { send: tx, receive: rx } = hs.split();
       const stream = secureConnection(new RecordCipher(tx), new RecordCipher(rx), {
-        sendData: (seq, ct) => link.send(frames.data(id, seq, ct)),
+        sendData: (seq, ct, trace) => link.send(frames.data(id, seq, ct, trace)),
         sendDataBatch: (records, fill) => link.sendDataBatch(id, records, fill),
         end: () => {
           const current = this.#streams.get(id);

@@ -335,10 +335,17 @@ export function relayFrameProblem(frame: RelayFrame): string | null {
 
 /** Shorthands for frames we send. */
 export const frames = {
-  data: (streamId: string, seq: number, payload: Uint8Array): RelayFrame => ({
+  data: (
+    streamId: string,
+    seq: number,
+    payload: Uint8Array,
+    trace?: { traceparent: string; tracestate?: string },
+  ): RelayFrame => ({
     version: 1,
     streamId,
     body: { kind: "data", seq, segmentIndex: 0, segmentCount: 1, payload },
+    ...(trace ? { traceparent: trace.traceparent } : {}),
+    ...(trace?.tracestate !== undefined ? { tracestate: trace.tracestate } : {}),
   }),
   handshake: (streamId: string, payload: Uint8Array): RelayFrame => ({
     version: 1,

@@ -144,7 +144,7 @@ export function rendezvousTransport(
       }
       const { send: tx, receive: rx } = hs.split();
       stream = secureConnection(new RecordCipher(tx), new RecordCipher(rx), {
-        sendData: (seq, ct) => send(frames.data(streamId, seq, ct)),
+        sendData: (seq, ct, trace) => send(frames.data(streamId, seq, ct, trace)),
         sendDataBatch: (records, fill) => link.sendDataBatch(streamId, records, fill),
         end: () => {
           send(frames.reset(streamId)).catch(() => {});

@@ -9,7 +9,13 @@
  */
 
 import { type CloseInfo, closeLatch, type Connection } from "../jsonrpc/connection.ts";
-import { decodeMessage, type IncomingMessage } from "../jsonrpc/message.ts";
+import {
+  decodeMessage,
+  type IncomingMessage,
+  type JsonRpcMessage,
+  type JsonRpcRequest,
+  type TraceContext,
+} from "../jsonrpc/message.ts";
 import { createOutputSink } from "../jsonrpc/output_sink.ts";
 import { MAX_RECORD_PLAINTEXT, type RecordCipher } from "../noise/transport.ts";
 import { TAGLEN } from "../noise/primitives.ts";
@@ -19,8 +25,11 @@ import { strictUtf8Decoder } from "../util/utf8.ts";
 
 /** How the stream reaches its socket. */
 export interface SecureStreamIo {
-  /** Sends one Data frame; resolves when the socket took it. */
-  sendData(seq: number, ciphertext: Uint8Array): Promise<void>;
+  /**
+   * Sends one Data frame (with the request's trace context in clear, on the
+   * first record of a traced request); resolves when the socket took it.
+   */
+  sendData(seq: number, ciphertext: Uint8Array, trace?: TraceContext): Promise<void>;
   /**
    * Sends Data frames (`records[i]`: sequence number and ciphertext length)
    * whose ciphertexts `fill(i, out)` writes synchronously straight into the
@@ -182,6 +191,14 @@ export function secureConnection(
   const output = createOutputSink(
     lengthPrefixFraming,
     async (bytes) => {
+      // A traced request travels alone in its batch (see `writable`): its
+      // first record carries the trace context in the frame.
+      const trace = tracing;
+      if (trace) {
+        const first = bytes.subarray(0, MAX_RECORD_PLAINTEXT);
+        await io.sendData(seq.take(), await send.seal(first), trace);
+        bytes = bytes.subarray(first.length);
+      }
       if (send.native && io.sendDataBatch) {
         // Sealed synchronously into the socket's frames, in nonce order, up
         // to RECORDS_PER_WRITE records per socket write.
@@ -217,9 +234,30 @@ export function secureConnection(
     { reuseBuffers: true },
   );
 
+  // Requests with a trace context are flushed on their own so that the
+  // record they start in is known (§3.7); everything else is batched.
+  let tracing: TraceContext | null = null;
+  const sink = new WritableStream(output.sink).getWriter();
+  const writable = new WritableStream<JsonRpcMessage>({
+    async write(message) {
+      const trace = (message as JsonRpcRequest).trace;
+      if (!trace || !("method" in message) || !("id" in message)) return await sink.write(message);
+      await output.flushed();
+      tracing = trace;
+      try {
+        await sink.write(message);
+        await output.flushed();
+      } finally {
+        tracing = null;
+      }
+    },
+    close: () => sink.close(),
+    abort: (reason) => sink.abort(reason),
+  });
+
   const connection: Connection = {
     readable,
-    writable: new WritableStream(output.sink),
+    writable,
     closed: latch.promise,
     label: options.label,
     maxOutgoingBytes: MAX_RELAY_MESSAGE,

@@ -229,6 +229,14 @@ export class Rendezvous {
           executor.streams.set(frame.streamId, harness);
         } else if (frame.streamId !== harness.streamId) break;
         if (frame.body!.kind === "resume") continue; // a claim only
+        if (frame.traceparent !== undefined) {
+          // Cleartext trace context of a request (§3.7), for correlation.
+          this.#logger.debug("relay.request_trace", {
+            stream: frame.streamId,
+            traceparent: frame.traceparent,
+            ...(frame.tracestate !== undefined ? { tracestate: frame.tracestate } : {}),
+          });
+        }
         this.#o.onForward?.(message, "to_executor");
         await executor.channel.send(message);
       }
