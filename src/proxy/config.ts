@@ -135,7 +135,8 @@ const BOOLEANS = [
   "dangerously_allow_plaintext_credential_injection",
 ] as const;
 
-function isRecord(v: unknown): v is Record<string, unknown> {
+/** True for a plain table (an object that is not an array). */
+export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 

@@ -10,6 +10,7 @@
 
 import {
   type InjectHeaderConfig,
+  isRecord,
   type MitmHookConfig,
   NetworkConfigError,
   type NetworkProxyConfig,
@@ -28,10 +29,6 @@ let toml: Toml | null = null;
 async function loadToml(): Promise<Toml> {
   toml ??= await import("smol-toml");
   return toml;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function profileNetwork(network: Record<string, unknown>): Record<string, unknown> {
@@ -122,15 +119,21 @@ export async function parseNetworkProxyConfigText(
   text: string,
   format: "json" | "toml",
 ): Promise<NetworkProxyConfig> {
-  let doc: unknown;
-  try {
-    doc = format === "json" ? JSON.parse(text) : (await loadToml()).parse(text);
-  } catch (error) {
-    throw new NetworkConfigError(
-      `cannot parse the ${format.toUpperCase()} config: ${(error as Error).message}`,
-    );
-  }
+  const doc = await parseDocument(text, format, `${format.toUpperCase()} config`);
   return parseNetworkProxyConfig(networkTable(doc));
+}
+
+/** Parses JSON or TOML text; failures are `cannot parse the <what>: …`. */
+async function parseDocument(
+  text: string,
+  format: "json" | "toml",
+  what: string,
+): Promise<unknown> {
+  try {
+    return format === "json" ? JSON.parse(text) : (await loadToml()).parse(text);
+  } catch (error) {
+    throw new NetworkConfigError(`cannot parse the ${what}: ${(error as Error).message}`);
+  }
 }
 
 function formatOf(path: string, text: string): "json" | "toml" {
@@ -177,12 +180,7 @@ export async function fileConfigSource(path: string, checkEveryMs = 250): Promis
  */
 export async function loadNetworkRequirementsFile(path: string): Promise<NetworkRequirements> {
   const text = await Deno.readTextFile(path);
-  let doc: unknown;
-  try {
-    doc = formatOf(path, text) === "json" ? JSON.parse(text) : (await loadToml()).parse(text);
-  } catch (error) {
-    throw new NetworkConfigError(`cannot parse the requirements: ${(error as Error).message}`);
-  }
+  let doc = await parseDocument(text, formatOf(path, text), "requirements");
   if (isRecord(doc) && isRecord(doc.network) && Object.keys(doc).length === 1) doc = doc.network;
   return parseNetworkRequirements(doc);
 }

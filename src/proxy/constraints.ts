@@ -13,6 +13,7 @@ import {
   allowedDomains,
   deniedDomains,
   effectiveDomains,
+  isRecord,
   NetworkConfigError,
   type NetworkMode,
   type NetworkProxyConfig,
@@ -67,6 +68,8 @@ export class NetworkConstraintError extends NetworkConfigError {
 }
 
 const MODE_RANK: Record<NetworkMode, number> = { limited: 0, full: 1 };
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 function list(values: readonly string[]): string {
   return JSON.stringify(values);
@@ -160,7 +163,8 @@ export function validatePolicyAgainstConstraints(
     }
   }
 
-  const denied = (deniedDomains(config) ?? []).map(normalizePattern);
+  // Both lists come normalised (effectiveDomains).
+  const denied = deniedDomains(config) ?? [];
   const deniedSet = new Set(denied);
   const allowed = allowedDomains(config) ?? [];
   if (constraints.allowed_domains !== undefined) {
@@ -266,6 +270,15 @@ export interface ManagedNetworkConfig {
   readonly managedAllowedDomainsOnly: boolean;
 }
 
+/** Requirement switches: each overrides the configuration and is its maximum. */
+const MANAGED_SWITCHES = [
+  "enabled",
+  "allow_upstream_proxy",
+  "dangerously_allow_non_loopback_proxy",
+  "dangerously_allow_all_unix_sockets",
+  "allow_local_binding",
+] as const;
+
 const REQUIREMENT_KEYS = new Set([
   "enabled",
   "http_port",
@@ -282,30 +295,18 @@ const REQUIREMENT_KEYS = new Set([
 
 /** Parses requirements (JSON-shaped); unknown keys and wrong types are errors. */
 export function parseNetworkRequirements(value: unknown): NetworkRequirements {
-  if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    throw new NetworkConfigError("network requirements must be an object");
-  }
-  const v = value as Record<string, unknown>;
+  if (!isRecord(value)) throw new NetworkConfigError("network requirements must be an object");
+  const v = value;
   for (const key of Object.keys(v)) {
     if (!REQUIREMENT_KEYS.has(key)) {
       throw new NetworkConfigError(`unknown network requirements key: ${key}`);
     }
   }
-  const bool = (k: string) => {
+  for (const k of [...MANAGED_SWITCHES, "managed_allowed_domains_only"]) {
     if (v[k] !== undefined && typeof v[k] !== "boolean") {
       throw new NetworkConfigError(`network requirements: ${k} must be a boolean`);
     }
-  };
-  for (
-    const k of [
-      "enabled",
-      "allow_upstream_proxy",
-      "dangerously_allow_non_loopback_proxy",
-      "dangerously_allow_all_unix_sockets",
-      "managed_allowed_domains_only",
-      "allow_local_binding",
-    ]
-  ) bool(k);
+  }
   for (const k of ["http_port", "socks_port"]) {
     const p = v[k];
     if (p !== undefined && (!Number.isInteger(p) || (p as number) < 1 || (p as number) > 65535)) {
@@ -318,9 +319,7 @@ export function parseNetworkRequirements(value: unknown): NetworkRequirements {
   for (const k of ["domains", "unix_sockets"]) {
     const map = v[k];
     if (map === undefined) continue;
-    if (map === null || typeof map !== "object" || Array.isArray(map)) {
-      throw new NetworkConfigError(`network requirements: ${k} must be a table`);
-    }
+    if (!isRecord(map)) throw new NetworkConfigError(`network requirements: ${k} must be a table`);
     for (const [entry, permission] of Object.entries(map)) {
       if (permission !== "allow" && permission !== "deny") {
         throw new NetworkConfigError(
@@ -349,17 +348,16 @@ export function applyNetworkRequirements(
 ): ManagedNetworkConfig {
   const r = requirements;
   const next: NetworkProxyConfig = { ...config };
-  if (r.enabled !== undefined) next.enabled = r.enabled;
+  const constraints: Mutable<NetworkProxyConstraints> = {};
+  for (const key of MANAGED_SWITCHES) {
+    const value = r[key];
+    if (value === undefined) continue;
+    next[key] = value;
+    constraints[key] = value;
+  }
   if (r.http_port !== undefined) next.proxy_url = `http://127.0.0.1:${r.http_port}`;
   if (r.socks_port !== undefined) next.socks_url = `http://127.0.0.1:${r.socks_port}`;
-  if (r.allow_upstream_proxy !== undefined) next.allow_upstream_proxy = r.allow_upstream_proxy;
-  if (r.dangerously_allow_non_loopback_proxy !== undefined) {
-    next.dangerously_allow_non_loopback_proxy = r.dangerously_allow_non_loopback_proxy;
-  }
-  if (r.dangerously_allow_all_unix_sockets !== undefined) {
-    next.dangerously_allow_all_unix_sockets = r.dangerously_allow_all_unix_sockets;
-  }
-  if (r.allow_local_binding !== undefined) next.allow_local_binding = r.allow_local_binding;
+  if (r.mode !== undefined) constraints.mode = r.mode;
   if (r.mode === "limited") next.mode = "limited";
 
   const managedAllowed: string[] = [];
@@ -383,32 +381,13 @@ export function applyNetworkRequirements(
     next.unix_sockets = { ...(config.unix_sockets ?? {}), ...r.unix_sockets };
   }
 
-  const constraints: NetworkProxyConstraints = {
-    ...(r.enabled !== undefined ? { enabled: r.enabled } : {}),
-    ...(r.mode !== undefined ? { mode: r.mode } : {}),
-    ...(r.allow_upstream_proxy !== undefined
-      ? { allow_upstream_proxy: r.allow_upstream_proxy }
-      : {}),
-    ...(r.dangerously_allow_non_loopback_proxy !== undefined
-      ? { dangerously_allow_non_loopback_proxy: r.dangerously_allow_non_loopback_proxy }
-      : {}),
-    ...(r.dangerously_allow_all_unix_sockets !== undefined
-      ? { dangerously_allow_all_unix_sockets: r.dangerously_allow_all_unix_sockets }
-      : {}),
-    ...(r.allow_local_binding !== undefined ? { allow_local_binding: r.allow_local_binding } : {}),
-    ...(managedAllowed.length > 0 || onlyManaged
-      ? {
-        allowed_domains: managedAllowed,
-        ...(onlyManaged
-          ? { allowlist_expansion_enabled: false }
-          : options.allowlistExpansion
-          ? { allowlist_expansion_enabled: true }
-          : {}),
-      }
-      : {}),
-    ...(managedDenied.length > 0 ? { denied_domains: managedDenied } : {}),
-    ...(managedSockets.length > 0 ? { allow_unix_sockets: managedSockets } : {}),
-  };
+  if (managedAllowed.length > 0 || onlyManaged) {
+    constraints.allowed_domains = managedAllowed;
+    if (onlyManaged) constraints.allowlist_expansion_enabled = false;
+    else if (options.allowlistExpansion) constraints.allowlist_expansion_enabled = true;
+  }
+  if (managedDenied.length > 0) constraints.denied_domains = managedDenied;
+  if (managedSockets.length > 0) constraints.allow_unix_sockets = managedSockets;
   validatePolicyAgainstConstraints(next, constraints);
   return { config: next, constraints, managedAllowedDomainsOnly: onlyManaged };
 }
