@@ -10,7 +10,7 @@ import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { referenceBin } from "./helpers/reference.ts";
-import { CLI } from "./helpers/wire_client.ts";
+import { CLI, firstLine } from "./helpers/wire_client.ts";
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 
@@ -339,6 +339,7 @@ Deno.test({
       stdout: "piped",
       stderr: "null",
     }).spawn();
+    const { line: codexUrl, rest: codexOut } = await firstLine(codex.stdout);
     const forward = new Deno.Command(Deno.execPath(), {
       args: [
         "run",
@@ -351,7 +352,7 @@ Deno.test({
         "env-cfwd",
         "--registration-bearer-stdin",
         "--to",
-        await firstWsUrl(codex.stdout),
+        codexUrl,
         "--log-level",
         "error",
       ],
@@ -378,29 +379,12 @@ Deno.test({
       await forward.status;
       codex.kill("SIGTERM");
       await codex.status;
+      await codexOut.cancel();
       await relay.close();
       await Deno.remove(home, { recursive: true });
     }
   },
 });
-
-/** The first `ws://…` line a server prints (the rest of its stdout is drained). */
-async function firstWsUrl(stdout: ReadableStream<Uint8Array>): Promise<string> {
-  const reader = stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  for (;;) {
-    const match = /ws:\/\/\S+/.exec(text);
-    if (match) {
-      (async () => {
-        while (!(await reader.read()).done) { /* drain */ }
-      })().catch(() => {});
-      return match[0];
-    }
-    const { value, done } = await reader.read();
-    if (done) throw new Error("the server ended before printing its URL");
-    text += value;
-  }
-}
 
 Deno.test("relay e2e: a request's trace context rides in clear on its first frame only (§3.7)", async () => {
   const toExecutor: Uint8Array[] = [];

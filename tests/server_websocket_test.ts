@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
-import { memoryLogger, webSocketClient } from "./helpers/wire_client.ts";
+import { concat, memoryLogger, webSocketClient } from "./helpers/wire_client.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import type { WebSocketLimits } from "../src/jsonrpc/websocket/handshake.ts";
@@ -361,16 +361,6 @@ Deno.test("ws frames: parsed payloads filled directly or in pieces forward in pl
   }
   assertEquals(frameInPlace(Opcode.Binary, new Uint8Array(8)), null);
 });
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
-}
 
 Deno.test("ws frames: a recycled payload buffer serves the next frame, once", () => {
   const parser = new FrameParser({ maxFramePayload: 1 << 20, expectMasked: false });

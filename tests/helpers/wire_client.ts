@@ -313,7 +313,8 @@ export interface ProcessRun {
   events: Array<[number, string]>;
 }
 
-function concat(chunks: Uint8Array[]): Uint8Array {
+/** The chunks joined into one array. */
+export function concat(chunks: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
   let offset = 0;
   for (const c of chunks) {
