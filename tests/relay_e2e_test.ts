@@ -10,7 +10,7 @@ import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { referenceBin } from "./helpers/reference.ts";
-import { CLI, firstLine } from "./helpers/wire_client.ts";
+import { CLI, eventually, firstLine } from "./helpers/wire_client.ts";
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 
@@ -183,9 +183,7 @@ Deno.test({
       const w = child.stdin.getWriter();
       await w.write(new TextEncoder().encode(executorToken + "\n"));
       await w.close();
-      for (let i = 0; i < 200 && relay.executorCount === 0; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await eventually(() => relay.executorCount > 0, 10_000);
       assertEquals(relay.executorCount, 1);
       const client = await connect({
         rendezvous: { registryUrl: relay.url, environmentId: "env-ref", token: harnessToken },
@@ -313,9 +311,7 @@ Deno.test("relay e2e: forward — a WebSocket exec-server behind our relay, stre
     await Deno.remove(dir, { recursive: true });
     // Closing the harness ends the bridged connection on the target too.
     await client.close();
-    for (let i = 0; i < 100 && target.connectionCount > 0; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await eventually(() => target.connectionCount === 0, 2000);
     assertEquals(target.connectionCount, 0);
   } finally {
     await executor.close();
@@ -364,9 +360,7 @@ Deno.test({
       const w = forward.stdin.getWriter();
       await w.write(new TextEncoder().encode(executorToken + "\n"));
       await w.close();
-      for (let i = 0; i < 200 && relay.executorCount === 0; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await eventually(() => relay.executorCount > 0, 10_000);
       const client = await connect({
         rendezvous: { registryUrl: relay.url, environmentId: "env-cfwd", token: harnessToken },
       });
