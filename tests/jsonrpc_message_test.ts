@@ -7,6 +7,7 @@ import {
   isMalformed,
 } from "../src/jsonrpc/message.ts";
 import { strictUtf8Decoder } from "../src/util/utf8.ts";
+import { createOutputSink, ndjsonFraming } from "../src/jsonrpc/output_sink.ts";
 
 function detail(text: string): string {
   const m = decodeMessage(text, "P");
@@ -182,4 +183,39 @@ Deno.test("trace context: a request's top-level trace member round-trips; others
     }).trace,
     undefined,
   );
+});
+
+Deno.test("output sink: an `alone` message gets a batch of its own, handed over with it", async () => {
+  const batches: Array<[string, string | undefined]> = [];
+  let release!: () => void;
+  let gate = new Promise<void>((r) => (release = r));
+  const output = createOutputSink(
+    ndjsonFraming,
+    async (bytes, alone) => {
+      await gate; // hold the first batch so later messages pile up
+      batches.push([new TextDecoder().decode(bytes), (alone as { method?: string })?.method]);
+    },
+    () => Promise.resolve(),
+    { alone: (m) => (m as { method?: string }).method === "solo" },
+  );
+  const writer = new WritableStream(output.sink).getWriter();
+  const wrote = [
+    writer.write({ method: "a" }),
+    writer.write({ method: "b" }),
+    writer.write({ id: 1, method: "solo" }),
+    writer.write({ method: "c" }),
+    writer.write({ method: "d" }),
+  ];
+  await new Promise((r) => setTimeout(r, 10));
+  release();
+  gate = Promise.resolve();
+  await Promise.all(wrote);
+  assert(await output.flushed());
+  const methods = (text: string) => [...text.matchAll(/"method":"(\w+)"/g)].map((m) => m[1]);
+  // Order is kept; the solo message is alone in its batch and is the one
+  // handed over with it; no other batch gets a message.
+  assertEquals(batches.flatMap(([text]) => methods(text)), ["a", "b", "solo", "c", "d"]);
+  const solo = batches.filter(([, alone]) => alone !== undefined);
+  assertEquals(solo.length, 1);
+  assertEquals([methods(solo[0]![0]), solo[0]![1]], [["solo"], "solo"]);
 });

@@ -49,6 +49,13 @@ export interface OutputSinkOptions {
    * stdout, pipes, sockets), never for in-memory streams that pass chunks on.
    */
   readonly reuseBuffers?: boolean;
+  /**
+   * Messages for which this is true are framed in a batch of their own,
+   * after everything before them has been handed over, and `writeBytes`
+   * receives the message with its bytes (the relay puts a traced request's
+   * trace context on the record it starts in).
+   */
+  readonly alone?: (message: JsonRpcMessage) => boolean;
 }
 
 const MAX_SCRATCH = 4 * 1024 * 1024;
@@ -71,6 +78,8 @@ const encoder = new TextEncoder();
 interface Pending {
   parts: string[];
   length: number;
+  /** Set for a message framed in a batch of its own (options.alone). */
+  alone?: JsonRpcMessage;
 }
 
 /**
@@ -145,7 +154,7 @@ export function frameBatch(batch: Pending[], framing: Framing, scratch?: Uint8Ar
  */
 export function createOutputSink(
   framing: Framing,
-  writeBytes: (bytes: Uint8Array) => Promise<void>,
+  writeBytes: (bytes: Uint8Array, alone?: JsonRpcMessage) => Promise<void>,
   close: () => Promise<void>,
   options: OutputSinkOptions = {},
 ): OutputSink {
@@ -175,7 +184,7 @@ export function createOutputSink(
         if (scratch !== undefined && scratch.length < size * 1.1 && size <= MAX_SCRATCH) {
           scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.ceil(size * 1.25)));
         }
-        await writeBytes(frameBatch(batch, framing, scratch));
+        await writeBytes(frameBatch(batch, framing, scratch), batch[0]!.alone);
         inFlight?.resolve(true);
         inFlight = null;
         backlog -= size;
@@ -206,13 +215,22 @@ export function createOutputSink(
       controller = c;
     },
     async write(msg) {
+      const alone = options.alone?.(msg) === true;
+      // Writes are serialised by the stream: once earlier batches are out,
+      // nothing joins this message until its own batch is written.
+      if (alone) { while (flushing !== null) await flushing; }
       if (failure !== null) throw failure;
       const parts = encodeMessageParts(msg);
       let length = 0;
       for (const p of parts) length += p.length;
-      pending.push({ parts, length });
+      pending.push(alone ? { parts, length, alone: msg } : { parts, length });
       backlog += length;
       if (flushing === null) flushing = flushLoop();
+      if (alone) {
+        await flushing;
+        if (failure !== null) throw failure;
+        return;
+      }
       if (backlog > high) {
         drained ??= Promise.withResolvers<void>();
         await drained.promise;

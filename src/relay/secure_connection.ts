@@ -84,6 +84,11 @@ const DATA_NOTIFICATIONS = new Set([
   "http/request/bodyDelta",
 ]);
 
+/** A request carrying a trace context (sent in a batch of its own). */
+function isTracedRequest(message: JsonRpcMessage): boolean {
+  return "method" in message && "id" in message && (message as JsonRpcRequest).trace !== undefined;
+}
+
 /** The harness's inbound limits: 8 KiB requests/notifications, 2 MiB data notifications, 64 MiB responses. */
 export function harnessInboundLimit(message: IncomingMessage): number | null {
   const m = message as { method?: unknown };
@@ -190,10 +195,10 @@ export function secureConnection(
 
   const output = createOutputSink(
     lengthPrefixFraming,
-    async (bytes) => {
-      // A traced request travels alone in its batch (see `writable`): its
-      // first record carries the trace context in the frame.
-      const trace = tracing;
+    async (bytes, alone) => {
+      // A traced request travels in a batch of its own: its first record
+      // carries the trace context in the frame (§3.7).
+      const trace = (alone as JsonRpcRequest | undefined)?.trace;
       if (trace) {
         const first = bytes.subarray(0, MAX_RECORD_PLAINTEXT);
         await io.sendData(seq.take(), await send.seal(first), trace);
@@ -231,33 +236,12 @@ export function secureConnection(
       return Promise.resolve();
     },
     // Every record is sealed (copied) before the write resolves.
-    { reuseBuffers: true },
+    { reuseBuffers: true, alone: isTracedRequest },
   );
-
-  // Requests with a trace context are flushed on their own so that the
-  // record they start in is known (§3.7); everything else is batched.
-  let tracing: TraceContext | null = null;
-  const sink = new WritableStream(output.sink).getWriter();
-  const writable = new WritableStream<JsonRpcMessage>({
-    async write(message) {
-      const trace = (message as JsonRpcRequest).trace;
-      if (!trace || !("method" in message) || !("id" in message)) return await sink.write(message);
-      await output.flushed();
-      tracing = trace;
-      try {
-        await sink.write(message);
-        await output.flushed();
-      } finally {
-        tracing = null;
-      }
-    },
-    close: () => sink.close(),
-    abort: (reason) => sink.abort(reason),
-  });
 
   const connection: Connection = {
     readable,
-    writable,
+    writable: new WritableStream(output.sink),
     closed: latch.promise,
     label: options.label,
     maxOutgoingBytes: MAX_RELAY_MESSAGE,
