@@ -65,6 +65,20 @@ export interface ManagedProcessOptions {
   readonly signal?: (signal: Deno.Signal) => boolean;
   /** The child's terminal, when it runs on one. */
   readonly terminal?: { resize(rows: number, cols: number): void };
+  /**
+   * Sees all output and decides `sandboxDenied` (sandboxed children). With
+   * it, the exit is reported once all output is in, so the verdict covers
+   * every byte.
+   */
+  readonly denial?: DenialObserver;
+}
+
+/** Watches a sandboxed child's output for signs that the sandbox refused something. */
+export interface DenialObserver {
+  /** Sees one chunk of output (either stream, in arrival order). */
+  observe(chunk: Uint8Array): void;
+  /** The verdict once the child has exited with `exitCode`. */
+  denied(exitCode: number): boolean;
 }
 
 const CHUNK = 64 * 1024;
@@ -100,6 +114,8 @@ export class ManagedProcess {
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #signal: (signal: Deno.Signal) => boolean;
   #terminal: { resize(rows: number, cols: number): void } | null;
+  #denial: DenialObserver | null;
+  #sandboxDenied = false;
 
   /** Wraps a spawned child and starts pumping its output. */
   constructor(options: ManagedProcessOptions) {
@@ -117,16 +133,27 @@ export class ManagedProcess {
     this.#stdin?.closed.catch(() => {});
     const pumps = [this.#pump(options.child.stdout, options.stdoutName ?? "stdout")];
     if (!this.tty) pumps.push(this.#pump(options.child.stderr, "stderr"));
-    const exited = options.child.status.then(
+    const denial = options.denial;
+    this.#denial = denial ?? null;
+    const status = denial
+      ? Promise.all([options.child.status, ...pumps]).then(([status]) => status)
+      : options.child.status;
+    const exited = status.then(
       (status) => {
         this.#exitCode = status.code;
         this.#exitSignal = status.signal;
-        this.#emit({ kind: "exited", exitCode: status.code, signal: status.signal });
+        this.#sandboxDenied = denial?.denied(status.code) ?? false;
+        this.#emit({
+          kind: "exited",
+          exitCode: status.code,
+          signal: status.signal,
+          sandboxDenied: this.#sandboxDenied,
+        });
       },
       (error) => {
         this.#logger.error("process.wait_failed", { processId: this.id, error });
         this.#exitCode = -1;
-        this.#emit({ kind: "exited", exitCode: -1, signal: null });
+        this.#emit({ kind: "exited", exitCode: -1, signal: null, sandboxDenied: false });
       },
     );
     this.finished = Promise.all([...pumps, exited]).then(() => {
@@ -153,6 +180,11 @@ export class ManagedProcess {
   /** Exit code once exited, else null. */
   get exitCode(): number | null {
     return this.#exitCode;
+  }
+
+  /** True when the child ran in a sandbox and exited because the sandbox refused something. */
+  get sandboxDenied(): boolean {
+    return this.#sandboxDenied;
   }
 
   /** Signal that killed the child, if any. */
@@ -220,7 +252,10 @@ export class ManagedProcess {
           if (done) break;
           chunk = value;
         }
-        if (chunk.byteLength > 0) this.#emit({ kind: "output", stream: name, chunk });
+        if (chunk.byteLength > 0) {
+          this.#denial?.observe(chunk);
+          this.#emit({ kind: "output", stream: name, chunk });
+        }
       }
     } catch (error) {
       if (!this.#disposed) {

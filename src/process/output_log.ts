@@ -36,6 +36,8 @@ export interface ExitedEvent {
   readonly exitCode: number;
   /** Signal that killed it, if any. */
   readonly signal: string | null;
+  /** The sandbox refused something the child needed (see `sandbox/denied.ts`). */
+  readonly sandboxDenied: boolean;
 }
 
 /** Output and exit are complete; the last event. */

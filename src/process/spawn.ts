@@ -27,6 +27,12 @@ export interface SpawnRequest {
   readonly arg0?: string | null;
   /** Pipe stdin (else `/dev/null`). */
   readonly stdin: "piped" | "null";
+  /**
+   * Runs the resolved command line through a wrapper (a sandbox): given
+   * the program (resolved on the server) and its arguments, returns what
+   * to start instead.
+   */
+  readonly launcher?: (target: string[]) => string[];
 }
 
 /** How a child ended. */
@@ -80,6 +86,10 @@ export function spawnChild(request: SpawnRequest): SpawnedChild {
   if (program === undefined) throw new SpawnError("argv must not be empty");
   const useNode = request.arg0 !== undefined && request.arg0 !== null;
   try {
+    if (request.launcher) {
+      const [wrapper, ...wrapped] = request.launcher(resolveTarget(request));
+      return spawnWithDeno(wrapper!, wrapped, request);
+    }
     return useNode ? spawnWithNode(program, args, request) : spawnWithDeno(program, args, request);
   } catch (error) {
     if (error instanceof SpawnError) throw error;
@@ -146,6 +156,30 @@ function spawnWithNode(program: string, args: string[], request: SpawnRequest): 
     stdin: child.stdin ? Writable.toWeb(child.stdin) as WritableStream<Uint8Array> : null,
     status,
   };
+}
+
+const SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin";
+
+/**
+ * The command line to exec, resolved on the server: the program looked up
+ * in the child's PATH (or the server's when the child has none; relative
+ * paths against `cwd`), and `arg0` applied through bash's `exec -a`.
+ * Throws {@linkcode SpawnError} when the program (or bash) is missing.
+ */
+export function resolveTarget(request: SpawnRequest): string[] {
+  const [program, ...args] = request.argv;
+  if (program === undefined) throw new SpawnError("argv must not be empty");
+  const lookup = request.env.PATH ?? Deno.env.get("PATH") ?? SYSTEM_PATH;
+  const resolved = program.includes("/")
+    ? (program.startsWith("/") ? program : `${request.cwd}/${program}`)
+    : findInPath(program, lookup);
+  if (resolved === null) {
+    throw new SpawnError(`failed to spawn ${program}: No such file or directory (os error 2)`);
+  }
+  if (request.arg0 === undefined || request.arg0 === null) return [resolved, ...args];
+  const bash = findInPath("bash", Deno.env.get("PATH") ?? SYSTEM_PATH);
+  if (!bash) throw new SpawnError("arg0 here needs bash on the server (exec -a)");
+  return [bash, "-c", 'exec -a "$0" "$@"', request.arg0, resolved, ...args];
 }
 
 /** Finds an executable `name` in a `:`-separated PATH. */

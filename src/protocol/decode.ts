@@ -48,7 +48,8 @@ function typeError(value: unknown, expected: string, path: string): never {
   throw new DecodeError(`invalid type: ${describe(value)}, expected ${expected}`, path);
 }
 
-function join(path: string, key: string): string {
+/** The location of member `key` of the value at `path`. */
+export function join(path: string, key: string): string {
   return path ? `${path}.${key}` : key;
 }
 
@@ -264,4 +265,25 @@ export const bytes: Decoder<Uint8Array> = (v, path) => {
  */
 export function decodeParams<T>(decoder: Decoder<T>, params: unknown): T {
   return decoder(params, "");
+}
+
+/**
+ * An internally tagged enum (serde `#[serde(tag = "type")]`): the `tag`
+ * member names the variant, whose struct decoder reads the rest.
+ */
+export function tagged<T>(
+  name: string,
+  tag: string,
+  variants: { readonly [variant: string]: Decoder<T> },
+): Decoder<T> {
+  const names = Object.keys(variants);
+  return (v, path) => {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) {
+      typeError(v, `internally tagged enum ${name}`, path);
+    }
+    const which = (v as Record<string, unknown>)[tag];
+    if (which === undefined) throw new DecodeError(`missing field \`${tag}\``, path);
+    const decoder = variants[variant(names)(which, join(path, tag))]!;
+    return decoder(v, path);
+  };
 }

@@ -12,12 +12,14 @@ import {
   bytes,
   DecodeError,
   type Decoder,
+  join,
   nonEmptyString,
   nullable,
   optional,
   record,
   string,
   struct,
+  tagged,
   u16,
   u64,
   unit,
@@ -28,6 +30,7 @@ import {
 import { pathUri } from "./path_uri.ts";
 import type {
   EnvPolicy,
+  FileSystemSandboxContext,
   FsCanonicalizeParams,
   FsCloseParams,
   FsCopyParams,
@@ -51,7 +54,20 @@ import type {
   ProcessSignalName,
   ProcessSignalParams,
   ProcessTerminateParams,
+  SandboxAccess,
+  SandboxEntry,
+  SandboxFileSystem,
+  SandboxNetwork,
+  SandboxPath,
+  SandboxPermissions,
+  SandboxPolicyContext,
+  SandboxSpecialKind,
+  SandboxSpecialPath,
+  WindowsSandboxLevel,
 } from "./types.ts";
+
+/** Params with defaults applied and the sandbox decoded (absent when null). */
+export type Sandboxed<T> = Required<Omit<T, "sandbox">> & { sandbox?: FileSystemSandboxContext };
 
 /** Decoded `process/start` params (paths resolved, bytes decoded). */
 export interface DecodedProcessStart {
@@ -66,7 +82,7 @@ export interface DecodedProcessStart {
   tty: boolean;
   pipeStdin: boolean;
   arg0?: string | null;
-  sandbox?: unknown;
+  sandbox?: FileSystemSandboxContext;
   enforceManagedNetwork: boolean;
   managedNetwork?: unknown;
   networkProxy?: unknown;
@@ -86,7 +102,7 @@ export type DecodedFsWriteFile = {
   path: string;
   dataBase64: string;
   followSymlinks: boolean;
-  sandbox?: unknown;
+  sandbox?: FileSystemSandboxContext;
 };
 
 /** Decoded `fs/writeBlock` params. */
@@ -164,6 +180,107 @@ export const initializeParams = struct<InitializeParams>("InitializeParams", {
 /** Methods without params. */
 export const noParams = unit;
 
+const specialKinds: SandboxSpecialKind[] = [
+  "root",
+  "minimal",
+  "current_working_directory",
+  "project_roots",
+  "tmpdir",
+  "slash_tmp",
+  "unknown",
+];
+
+const specialPath: Decoder<SandboxSpecialPath> = (v, path) => {
+  const head = struct<{ kind: SandboxSpecialKind }>("SpecialPath", {
+    kind: variant(specialKinds),
+  })(v, path);
+  const obj = v as Record<string, unknown>;
+  // `unknown` carries the client's spelling; a non-string subpath is
+  // ignored, as the reference ignores it.
+  if (head.kind === "unknown") {
+    return { kind: "unknown", path: string(obj.path ?? missing("path", path), join(path, "path")) };
+  }
+  return typeof obj.subpath === "string" ? { ...head, subpath: obj.subpath } : head;
+};
+
+function missing(field: string, path: string): never {
+  throw new DecodeError(`missing field \`${field}\``, path);
+}
+
+const sandboxPath = tagged<SandboxPath>("SandboxPath", "type", {
+  path: struct<{ type: "path"; path: string }>("Path", {
+    type: variant(["path"]),
+    path: pathUri,
+  }),
+  glob_pattern: struct<{ type: "glob_pattern"; pattern: string }>("GlobPattern", {
+    type: variant(["glob_pattern"]),
+    pattern: string,
+  }),
+  special: struct<{ type: "special"; value: SandboxSpecialPath }>("Special", {
+    type: variant(["special"]),
+    value: specialPath,
+  }),
+});
+
+const sandboxEntry = struct<SandboxEntry>("FileSystemSandboxEntry", {
+  path: sandboxPath,
+  access: variant<SandboxAccess>(["read", "write", "deny", "none"]),
+  missing_path_behavior: optional(variant(["skip"])),
+});
+
+const network = variant<SandboxNetwork>(["restricted", "enabled"]);
+
+const fileSystem = tagged<SandboxFileSystem>("FileSystemPermissions", "type", {
+  restricted: struct<{ type: "restricted"; entries: SandboxEntry[] }>("Restricted", {
+    type: variant(["restricted"]),
+    entries: array(sandboxEntry),
+  }),
+  unrestricted: struct<{ type: "unrestricted" }>("Unrestricted", {
+    type: variant(["unrestricted"]),
+  }),
+});
+
+const permissions = tagged<SandboxPermissions>("SandboxPermissions", "type", {
+  managed: struct<{ type: "managed"; file_system: SandboxFileSystem; network: SandboxNetwork }>(
+    "Managed",
+    { type: variant(["managed"]), file_system: fileSystem, network },
+  ),
+  disabled: struct<{ type: "disabled" }>("Disabled", { type: variant(["disabled"]) }),
+  external: struct<{ type: "external"; network: SandboxNetwork }>("External", {
+    type: variant(["external"]),
+    network,
+  }),
+});
+
+/**
+ * The `sandbox` member of process/start and fs/* (`file:` URIs decoded to
+ * native paths), in the reference's field order so that its errors match.
+ */
+export const sandboxContext: Decoder<FileSystemSandboxContext> = struct<
+  FileSystemSandboxContext
+>("WireFileSystemSandboxContext", {
+  permissions,
+  cwd: optional(pathUri),
+  workspaceRoots: optional(array(pathUri)),
+  windowsSandboxLevel: variant<WindowsSandboxLevel>([
+    "disabled",
+    "restricted-token",
+    "elevated",
+    "mxc",
+  ]),
+  windowsSandboxProxySettingsMode: optional(variant(["reconcile", "preserve"])),
+  useLegacyLandlock: optional(boolean),
+  policyContext: optional(
+    struct<SandboxPolicyContext>("WireFileSystemPolicyContext", {
+      cwd: optional(pathUri),
+      workspaceRoots: optional(array(pathUri)),
+    }),
+  ),
+  userHomeDir: optional(pathUri),
+});
+
+const sandbox = optional(sandboxContext);
+
 /** `process/start`. */
 export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
   processId: string,
@@ -176,7 +293,7 @@ export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
   tty: boolean,
   pipeStdin: withDefault(boolean, false),
   arg0: nullable(string),
-  sandbox: optional(unknownValue),
+  sandbox,
   enforceManagedNetwork: withDefault(boolean, false),
   managedNetwork: optional(unknownValue),
   networkProxy: optional(unknownValue),
@@ -234,13 +351,10 @@ export const processResizeParams = struct<ProcessResizeParams>("ResizeParams", {
   cols: u16,
 });
 
-const sandbox = optional(unknownValue);
 const followSymlinks = withDefault(boolean, true);
 
 /** `fs/readFile`. */
-export const fsReadFileParams = struct<
-  Required<Omit<FsReadFileParams, "sandbox">> & { sandbox?: unknown }
->(
+export const fsReadFileParams = struct<Sandboxed<FsReadFileParams>>(
   "ReadFileParams",
   { path: pathUri, followSymlinks, sandbox },
 );
@@ -254,19 +368,22 @@ export const fsWriteFileParams = struct<DecodedFsWriteFile>("WriteFileParams", {
 });
 
 /** `fs/createDirectory`. */
-export const fsCreateDirectoryParams = struct<
-  Required<Omit<FsCreateDirectoryParams, "sandbox">> & { sandbox?: unknown }
->("CreateDirectoryParams", {
+export const fsCreateDirectoryParams = struct<Sandboxed<FsCreateDirectoryParams>>(
+  "CreateDirectoryParams",
+  {
+    path: pathUri,
+    recursive: withDefault(boolean, true),
+    followSymlinks,
+    sandbox,
+  },
+);
+
+/** `fs/getMetadata`. */
+export const fsGetMetadataParams = struct<Sandboxed<FsGetMetadataParams>>("GetMetadataParams", {
   path: pathUri,
-  recursive: withDefault(boolean, true),
   followSymlinks,
   sandbox,
 });
-
-/** `fs/getMetadata`. */
-export const fsGetMetadataParams = struct<
-  Required<Omit<FsGetMetadataParams, "sandbox">> & { sandbox?: unknown }
->("GetMetadataParams", { path: pathUri, followSymlinks, sandbox });
 
 /** `fs/canonicalize`. */
 export const fsCanonicalizeParams = struct<FsCanonicalizeParams>("CanonicalizeParams", {
@@ -281,9 +398,7 @@ export const fsReadDirectoryParams = struct<FsReadDirectoryParams>("ReadDirector
 });
 
 /** `fs/remove`. */
-export const fsRemoveParams = struct<
-  Required<Omit<FsRemoveParams, "sandbox">> & { sandbox?: unknown }
->(
+export const fsRemoveParams = struct<Sandboxed<FsRemoveParams>>(
   "RemoveParams",
   {
     path: pathUri,
@@ -303,7 +418,7 @@ export const fsCopyParams = struct<FsCopyParams>("CopyParams", {
 });
 
 /** `fs/open`. */
-export const fsOpenParams = struct<Required<Omit<FsOpenParams, "sandbox">> & { sandbox?: unknown }>(
+export const fsOpenParams = struct<Sandboxed<FsOpenParams>>(
   "OpenParams",
   {
     handleId: string,

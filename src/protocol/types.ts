@@ -174,8 +174,8 @@ export interface ProcessStartParams {
   pipeStdin?: boolean;
   /** What the child sees as `argv[0]`. */
   arg0?: string | null;
-  /** Platform sandbox request (not supported: must be null or absent). */
-  sandbox?: unknown;
+  /** Confine the process (null or absent: unconfined). */
+  sandbox?: FileSystemSandboxContext | null;
   /** Managed network enforcement (no effect without a sandbox). */
   enforceManagedNetwork?: boolean;
   /** Managed network settings. */
@@ -192,7 +192,7 @@ export interface ProcessStartParams {
 export interface ProcessStartResult {
   /** The id. */
   processId: string;
-  /** Always `none` here. */
+  /** `linuxSeccomp` when confined (as the reference reports), `none` otherwise. */
   sandboxType: string;
 }
 
@@ -346,8 +346,8 @@ export interface FsReadFileParams {
   path: string;
   /** Follow a final symlink (default true). */
   followSymlinks?: boolean;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** Result of `fs/readFile`. */
@@ -364,8 +364,8 @@ export interface FsWriteFileParams {
   dataBase64: string;
   /** Follow a final symlink (default true). */
   followSymlinks?: boolean;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** Params of `fs/createDirectory`. */
@@ -376,8 +376,8 @@ export interface FsCreateDirectoryParams {
   recursive?: boolean;
   /** Follow symlinks (default true). */
   followSymlinks?: boolean;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** Params of `fs/getMetadata`. */
@@ -386,8 +386,8 @@ export interface FsGetMetadataParams {
   path: string;
   /** Describe the target of a symlink (default true). */
   followSymlinks?: boolean;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** Result of `fs/getMetadata`. */
@@ -410,8 +410,8 @@ export interface FsMetadata {
 export interface FsCanonicalizeParams {
   /** Path (`file:` URI). */
   path: string;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** Result of `fs/canonicalize`. */
@@ -424,8 +424,8 @@ export interface FsCanonicalizeResult {
 export interface FsReadDirectoryParams {
   /** Directory (`file:` URI). */
   path: string;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** One directory entry. */
@@ -454,8 +454,8 @@ export interface FsRemoveParams {
   force?: boolean;
   /** Follow symlinks in the path (default true). */
   followSymlinks?: boolean;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** Params of `fs/copy`. */
@@ -466,8 +466,8 @@ export interface FsCopyParams {
   destinationPath: string;
   /** Required for directories. */
   recursive: boolean;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** Mode of a file handle. */
@@ -481,8 +481,8 @@ export interface FsOpenParams {
   path: string;
   /** `read` (default) or `replace` (create or truncate for writing). */
   mode?: FsOpenMode;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** Result of `fs/open`. */
@@ -545,8 +545,8 @@ export interface FsWalkParams {
   path: string;
   /** Limits. */
   options: FsWalkOptions;
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** One `fs/walk` entry. */
@@ -581,8 +581,8 @@ export interface FsWatchMissingParams {
   watchId: number;
   /** Paths (`file:` URIs) expected to appear. */
   missing: string[];
-  /** Sandbox (must be null or absent). */
-  sandbox?: unknown;
+  /** Run the operation inside this sandbox (null or absent: none). */
+  sandbox?: FileSystemSandboxContext | null;
 }
 
 /** Result of `fs/watchMissing`. */
@@ -660,4 +660,91 @@ export interface HttpBodyDeltaNotification {
   done: boolean;
   /** Failure message on the last delta, else null. */
   error: string | null;
+}
+
+// ---------------------------------------------------------------------------
+// Sandbox (`sandbox` on process/start and fs/*)
+
+/** What a sandbox entry grants on its path. `deny` and `none` hide it. */
+export type SandboxAccess = "read" | "write" | "deny" | "none";
+
+/** Paths a policy names symbolically, resolved by the server. */
+export type SandboxSpecialKind =
+  | "root"
+  | "minimal"
+  | "current_working_directory"
+  | "project_roots"
+  | "tmpdir"
+  | "slash_tmp"
+  | "unknown";
+
+/** A symbolic path, optionally narrowed to a relative `subpath`. */
+export interface SandboxSpecialPath {
+  /** Which path. */
+  kind: SandboxSpecialKind;
+  /** Relative path below it (an escaping subpath is ignored). */
+  subpath?: string | null;
+  /** For `unknown`: the path as the client spelled it (ignored). */
+  path?: string;
+}
+
+/** The path of a sandbox entry. */
+export type SandboxPath =
+  | { type: "path"; path: string }
+  | { type: "glob_pattern"; pattern: string }
+  | { type: "special"; value: SandboxSpecialPath };
+
+/** One entry of a restricted filesystem policy. */
+export interface SandboxEntry {
+  /** The path (`path` is a `file:` URI). */
+  path: SandboxPath;
+  /** What is granted. */
+  access: SandboxAccess;
+  /** `skip`: a missing path is ignored (otherwise a placeholder hides it). */
+  missing_path_behavior?: "skip" | null;
+}
+
+/** Filesystem side of a managed policy. */
+export type SandboxFileSystem =
+  | { type: "restricted"; entries: SandboxEntry[] }
+  | { type: "unrestricted" };
+
+/** Network side of a policy. */
+export type SandboxNetwork = "restricted" | "enabled";
+
+/** What the sandboxed code may do. */
+export type SandboxPermissions =
+  | { type: "managed"; file_system: SandboxFileSystem; network: SandboxNetwork }
+  | { type: "disabled" }
+  | { type: "external"; network: SandboxNetwork };
+
+/** Windows-only sandbox level (ignored on Linux, but required on the wire). */
+export type WindowsSandboxLevel = "disabled" | "restricted-token" | "elevated" | "mxc";
+
+/** Where a policy's relative paths and roots come from (fs methods). */
+export interface SandboxPolicyContext {
+  /** Working directory (`file:` URI). */
+  cwd?: string | null;
+  /** Workspace roots (`file:` URIs). */
+  workspaceRoots?: string[] | null;
+}
+
+/** The `sandbox` member of `process/start` and `fs/*` (Codex's `FileSystemSandboxContext`). */
+export interface FileSystemSandboxContext {
+  /** The policy. */
+  permissions: SandboxPermissions;
+  /** Base of relative glob patterns (`file:` URI). */
+  cwd?: string | null;
+  /** What `project_roots` and `current_working_directory` mean (`file:` URIs). */
+  workspaceRoots?: string[] | null;
+  /** Windows only. */
+  windowsSandboxLevel: WindowsSandboxLevel;
+  /** Windows only. */
+  windowsSandboxProxySettingsMode?: "reconcile" | "preserve" | null;
+  /** Ignored: bubblewrap is always used. */
+  useLegacyLandlock?: boolean | null;
+  /** Fallback `cwd`/`workspaceRoots`. */
+  policyContext?: SandboxPolicyContext | null;
+  /** The user's home directory (`file:` URI). */
+  userHomeDir?: string | null;
 }

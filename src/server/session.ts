@@ -62,7 +62,7 @@ export function eventNotification(
         processId,
         seq: event.seq,
         exitCode: event.exitCode,
-        sandboxDenied: false,
+        sandboxDenied: event.sandboxDenied,
       };
       if (event.signal !== null) params.signal = event.signal;
       return { method: ServerNotification.ProcessExited, params };

@@ -29,6 +29,7 @@ import { Pty } from "./pty.ts";
 import {
   checkCwd,
   findInPath,
+  resolveTarget,
   type SpawnedChild,
   SpawnError,
   type SpawnRequest,
@@ -56,7 +57,6 @@ let cached: { backend: PtyBackend | null; reason: string } | null = null;
 interface Helpers {
   sh: string;
   setsid: string;
-  bash: string | null;
 }
 
 function helpers(): Helpers | string {
@@ -65,7 +65,7 @@ function helpers(): Helpers | string {
   const sh = find("sh");
   const setsid = find("setsid");
   if (!sh || !setsid) return "terminals need `sh` and util-linux `setsid` on the server";
-  return { sh, setsid, bash: find("bash") };
+  return { sh, setsid };
 }
 
 /**
@@ -100,36 +100,33 @@ export function ptyBackend(): { backend: PtyBackend | null; reason: string } {
   if (typeof found === "string") return (cached = { backend: null, reason: found });
   const libc = loadLibc();
   if (!libc) return (cached = { backend: null, reason: libcLoadError() });
-  const { sh, setsid, bash } = found;
-  const serverPath = Deno.env.get("PATH") ?? SYSTEM_PATH;
+  const { sh, setsid } = found;
   const backend: PtyBackend = {
     spawn(request, rows, cols) {
       checkCwd(request.cwd);
-      const [program, ...args] = request.argv;
-      if (program === undefined) throw new SpawnError("argv must not be empty");
-      const lookup = request.env.PATH ?? serverPath;
-      const resolved = program.includes("/")
-        ? (program.startsWith("/") ? program : `${request.cwd}/${program}`)
-        : findInPath(program, lookup);
-      if (resolved === null) {
-        throw new SpawnError(`failed to spawn ${program}: No such file or directory (os error 2)`);
-      }
-      let target: string[] = [resolved, ...args];
-      if (request.arg0 !== undefined && request.arg0 !== null) {
-        if (!bash) throw new SpawnError("arg0 on a terminal needs bash on the server (exec -a)");
-        target = [bash, "-c", 'exec -a "$0" "$@"', request.arg0, resolved, ...args];
-      }
+      const [program] = request.argv;
+      const target = resolveTarget(request);
       const pty = new Pty(libc, rows, cols);
       const unsetPwd = "PWD" in request.env ? "" : "unset PWD; ";
       let child: Deno.ChildProcess;
       try {
         child = new Deno.Command(sh, {
-          args: [
-            "-c",
-            `${unsetPwd}exec "${setsid}" -c "$@" <>"$0" >&0 2>&0`,
-            pty.slavePath,
-            ...target,
-          ],
+          // Sandboxed: the terminal is opened here and inherited; inside,
+          // `setsid -w -c` makes it the program's controlling terminal and
+          // waits, so the sandbox lives as long as the program.
+          args: request.launcher
+            ? [
+              "-c",
+              `${unsetPwd}exec "$@" <>"$0" >&0 2>&0`,
+              pty.slavePath,
+              ...request.launcher([setsid, "-w", "-c", ...target]),
+            ]
+            : [
+              "-c",
+              `${unsetPwd}exec "${setsid}" -c "$@" <>"$0" >&0 2>&0`,
+              pty.slavePath,
+              ...target,
+            ],
           cwd: request.cwd,
           env: { ...request.env },
           clearEnv: true,

@@ -23,6 +23,13 @@ import { internalError, invalidParams, invalidRequest } from "../../protocol/err
 import { ptyBackend } from "../../process/pty/spawn_pty.ts";
 import { signalGroup } from "../../process/signals.ts";
 import { Method } from "../../protocol/methods.ts";
+import {
+  DenialDetector,
+  LINUX_SANDBOX_TYPE,
+  type PreparedSandbox,
+  prepareSandbox,
+  SandboxUnavailableError,
+} from "../../sandbox/mod.ts";
 import type {
   ProcessReadResult,
   ProcessStartResult,
@@ -47,6 +54,8 @@ export type ChildStarter = (
     tty: boolean;
     rows: number;
     cols: number;
+    /** Confine the child (null: unconfined). */
+    sandbox: PreparedSandbox | null;
   },
 ) => StartedChild;
 
@@ -67,6 +76,7 @@ export interface StartedChild {
  * backend is available (otherwise a clear `-32603`).
  */
 export const defaultStarter: ChildStarter = (request) => {
+  const launcher = request.sandbox ? { launcher: request.sandbox.launcher(request.cwd) } : {};
   if (request.tty) {
     const { backend, reason } = ptyBackend();
     if (!backend) {
@@ -81,6 +91,7 @@ export const defaultStarter: ChildStarter = (request) => {
         env: request.env,
         arg0: request.arg0,
         stdin: "piped",
+        ...launcher,
       },
       request.rows,
       request.cols,
@@ -93,15 +104,18 @@ export const defaultStarter: ChildStarter = (request) => {
       signal: (sig) => signalGroup(pty.foregroundGroup() ?? child.pid, sig),
     };
   }
+  const child = spawnChild({
+    argv: request.argv,
+    cwd: request.cwd,
+    env: request.env,
+    arg0: request.arg0,
+    stdin: request.pipeStdin ? "piped" : "null",
+    ...launcher,
+  });
   return {
-    child: spawnChild({
-      argv: request.argv,
-      cwd: request.cwd,
-      env: request.env,
-      arg0: request.arg0,
-      stdin: request.pipeStdin ? "piped" : "null",
-    }),
+    child,
     tty: false,
+    ...(request.sandbox ? { signal: request.sandbox.signaller(child.pid) } : {}),
   };
 };
 
@@ -121,7 +135,7 @@ function readResult(
     exitCode: process.exitCode,
     closed: process.closed,
     failure: null,
-    sandboxDenied: false,
+    sandboxDenied: process.sandboxDenied,
   };
 }
 
@@ -167,11 +181,6 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
       if (session.hasProcess(p.processId)) {
         throw invalidRequest(`process ${p.processId} already exists`);
       }
-      if (p.sandbox !== undefined && p.sandbox !== null) {
-        throw internalError(
-          "sandboxed execution is not supported by this server (sandbox must be null)",
-        );
-      }
       if (p.networkProxy !== undefined && p.networkProxy !== null) {
         throw internalError("networkProxy is not supported by this server");
       }
@@ -179,9 +188,17 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
       if (p.enforceManagedNetwork && server.managedNetwork) {
         env = server.managedNetwork.applyToEnv(env);
       }
+      let sandbox: PreparedSandbox | null;
+      try {
+        sandbox = prepareSandbox(p.sandbox, { cwd: p.cwd, env });
+      } catch (error) {
+        if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
+        throw error;
+      }
       let started;
       try {
         started = starter({
+          sandbox,
           argv: p.argv,
           cwd: p.cwd,
           env,
@@ -210,6 +227,7 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         },
         ...(started.signal ? { signal: started.signal } : {}),
         ...(started.terminal ? { terminal: started.terminal } : {}),
+        ...(sandbox ? { denial: new DenialDetector() } : {}),
       });
       session.addProcess(process);
       server.logger.debug("process.started", {
@@ -217,8 +235,9 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         processId: p.processId,
         pid: process.pid,
         tty: started.tty,
+        sandboxed: sandbox !== null,
       });
-      return { processId: p.processId, sandboxType: "none" };
+      return { processId: p.processId, sandboxType: sandbox ? LINUX_SANDBOX_TYPE : "none" };
     }),
 
     [Method.ProcessRead]: defineMethod(processReadParams, async (p, ctx) => {

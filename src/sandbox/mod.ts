@@ -1,0 +1,59 @@
+/**
+ * Sandboxed execution: `sandbox` requests resolved to a bubblewrap plan
+ * ({@linkcode resolveSandbox}) and run through it ({@linkcode sandboxCommand}).
+ *
+ * @module
+ */
+
+import type { FileSystemSandboxContext } from "../protocol/types.ts";
+import { sandboxCommand, sandboxSignaller, sandboxSupport } from "./bwrap.ts";
+import { type ResolveContext, resolveSandbox, type SandboxPlan } from "./policy.ts";
+
+export { DenialDetector } from "./denied.ts";
+export { sandboxSupport } from "./bwrap.ts";
+export type { SandboxPlan } from "./policy.ts";
+
+/** What `process/start` reports for a confined child (the reference's name for its Linux sandbox). */
+export const LINUX_SANDBOX_TYPE = "linuxSeccomp";
+
+/** A sandbox was asked for and cannot be provided; nothing was started. */
+export class SandboxUnavailableError extends Error {
+  /** Creates the error. */
+  constructor(message: string) {
+    super(message);
+    this.name = "SandboxUnavailableError";
+  }
+}
+
+/** A sandbox ready to wrap one child. */
+export interface PreparedSandbox {
+  /** The resolved plan. */
+  readonly plan: SandboxPlan;
+  /** The command line that runs `target` confined, in working directory `cwd`. */
+  launcher(cwd: string): (target: string[]) => string[];
+  /** Signals the confined program of the sandbox whose outer bwrap is `pid`. */
+  signaller(pid: number): (signal: Deno.Signal) => boolean;
+}
+
+/**
+ * Prepares `sandbox` (null: none asked for, or `permissions.type:
+ * "disabled"`). Throws {@linkcode SandboxUnavailableError} when a sandbox is
+ * required and bubblewrap cannot provide it — never runs unconfined instead.
+ */
+export function prepareSandbox(
+  sandbox: FileSystemSandboxContext | null | undefined,
+  context: ResolveContext,
+): PreparedSandbox | null {
+  if (!sandbox) return null;
+  const plan = resolveSandbox(sandbox, context);
+  if (!plan) return null;
+  const support = sandboxSupport();
+  if (!support.available) {
+    throw new SandboxUnavailableError(`sandbox requested but unavailable: ${support.reason}`);
+  }
+  return {
+    plan,
+    launcher: (cwd) => (target) => sandboxCommand(plan, cwd, target),
+    signaller: sandboxSignaller,
+  };
+}
