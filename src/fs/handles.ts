@@ -53,6 +53,11 @@ export class FileHandleTable {
   #handles = new Map<string, Handle | "opening">();
   #disposed = false;
 
+  /** True when `id` is open (or opening). */
+  has(id: string): boolean {
+    return this.#handles.has(id);
+  }
+
   /** Number of open handles. */
   get size(): number {
     return this.#handles.size;

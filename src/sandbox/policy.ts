@@ -159,36 +159,49 @@ export function resolveSandbox(
       continue;
     }
     const access = mountAccess(entry.access);
-    for (const raw of paths) {
-      const path = canonical(raw);
-      let kind: MountRule["kind"];
-      try {
-        kind = Deno.statSync(path).isDirectory ? "directory" : "file";
-      } catch {
-        // Missing: nothing to mount, and nothing the sandbox could reach
-        // through it that the enclosing rule does not already decide.
-        continue;
-      }
-      const previous = byPath.get(path);
-      if (previous && RANK[previous.access] >= RANK[access]) continue;
-      byPath.set(path, { path, access, kind });
-    }
+    for (const raw of paths) addRule(byPath, canonical(raw), access);
   }
+  return buildPlan(byPath, minimal, network);
+}
+
+function buildPlan(
+  byPath: Map<string, MountRule>,
+  minimal: boolean,
+  network: SandboxPlan["network"],
+): SandboxPlan {
   const slash = byPath.get("/");
   byPath.delete("/");
-  const root: RootBase = slash
-    ? slash.access === "none" ? "empty" : slash.access
-    : minimal
-    ? "minimal"
-    : "empty";
+  const granted = slash && slash.access !== "none" ? slash.access : null;
+  const root: RootBase = granted ?? (minimal ? "minimal" : "empty");
   const depth = (p: string) => p.split("/").length;
   const rules = [...byPath.values()].sort((a, b) =>
     depth(a.path) - depth(b.path) || (a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
   );
-  const effectiveRoot = root === "empty" && minimal ? "minimal" : root;
-  return {
-    fileSystem: { root: effectiveRoot, rules },
-    network,
-    key: JSON.stringify([effectiveRoot, rules, network]),
-  };
+  return { fileSystem: { root, rules }, network, key: JSON.stringify([root, rules, network]) };
+}
+
+function addRule(byPath: Map<string, MountRule>, path: string, access: MountAccess): void {
+  let kind: MountRule["kind"];
+  try {
+    kind = Deno.statSync(path).isDirectory ? "directory" : "file";
+  } catch {
+    // Missing: nothing to mount, and nothing the sandbox could reach
+    // through it that the enclosing rule does not already decide.
+    return;
+  }
+  const previous = byPath.get(path);
+  if (previous && RANK[previous.access] >= RANK[access]) return;
+  byPath.set(path, { path, access, kind });
+}
+
+/**
+ * `plan` with `paths` readable too, unless `/` already is (what a helper
+ * running inside the sandbox needs to start).
+ */
+export function withReadable(plan: SandboxPlan, paths: readonly string[]): SandboxPlan {
+  const fs = plan.fileSystem;
+  if (fs === "unrestricted" || fs.root === "read" || fs.root === "write") return plan;
+  const byPath = new Map(fs.rules.map((rule) => [rule.path, rule]));
+  for (const path of paths) addRule(byPath, canonical(path), "read");
+  return buildPlan(byPath, fs.root === "minimal", plan.network);
 }

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
@@ -85,6 +86,7 @@ export class ExecServer {
         }),
       ),
       managedNetwork: options.managedNetwork ?? null,
+      sandboxFs: new SandboxFsGateway(),
     };
   }
 
@@ -135,6 +137,7 @@ export class ExecServer {
     for (const c of connections) c.close("server shutting down");
     await Promise.allSettled(connections.map((c) => c.closed));
     await this.#state.sessions.closeAll();
+    await this.#state.sandboxFs[Symbol.asyncDispose]();
   }
 
   /** Same as {@linkcode close}. */

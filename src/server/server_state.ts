@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import type { Logger } from "../log/logger.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import type { MethodTable } from "./handler.ts";
@@ -48,4 +49,6 @@ export interface ServerState {
   readonly environmentInfo: EnvironmentInfo;
   /** Applied to processes started with `enforceManagedNetwork: true`. */
   readonly managedNetwork: ManagedNetworkEnv | null;
+  /** Runs sandboxed `fs/*` requests inside their sandbox. */
+  readonly sandboxFs: SandboxFsGateway;
 }

@@ -1,6 +1,6 @@
 /**
- * `fs/*` methods: decode, refuse sandboxes (not supported here), call into
- * `src/fs`, encode.
+ * `fs/*` methods: decode, call into `src/fs` (or, with a `sandbox`, forward
+ * into a worker confined by it: `src/sandbox/fs_gateway.ts`), encode.
  *
  * @module
  */
@@ -29,10 +29,11 @@ import {
   fsWriteBlockParams,
   fsWriteFileParams,
 } from "../../protocol/decoders.ts";
-import { ErrorCode, internalError } from "../../protocol/errors.ts";
+import { ErrorCode, internalError, invalidRequest } from "../../protocol/errors.ts";
 import { Method, ServerNotification } from "../../protocol/methods.ts";
 import { pathToUri } from "../../protocol/path_uri.ts";
 import type {
+  FileSystemSandboxContext,
   FsCanonicalizeResult,
   FsMetadata,
   FsMissingChangedNotification,
@@ -42,7 +43,10 @@ import type {
   FsWalkResult,
   FsWatchMissingResult,
 } from "../../protocol/types.ts";
-import { defineMethod, type MethodTable } from "../handler.ts";
+import { defineMethod, type HandlerContext, type MethodTable } from "../handler.ts";
+import type { SandboxFsGateway } from "../../sandbox/fs_gateway.ts";
+import { prepareSandbox, SandboxUnavailableError } from "../../sandbox/mod.ts";
+import type { SandboxPlan } from "../../sandbox/policy.ts";
 import { ResourceKey } from "../resource_scope.ts";
 import { RawJson } from "../../jsonrpc/message.ts";
 
@@ -56,20 +60,109 @@ const WATCH = new ResourceKey("fs.watchMissing", (connection) =>
     connection.notify(ServerNotification.FsMissingChanged, params);
   }));
 
-function noSandbox(sandbox: unknown): void {
-  if (sandbox !== undefined && sandbox !== null) {
-    throw internalError(
-      "sandboxed filesystem access is not supported by this server (sandbox must be null)",
-    );
+/** The plan of a request's sandbox; null when it asks for none. */
+function sandboxPlan(sandbox: FileSystemSandboxContext | null | undefined): SandboxPlan | null {
+  try {
+    return prepareSandbox(sandbox, {
+      cwd: sandbox?.cwd ?? sandbox?.policyContext?.cwd ?? "/",
+      env: Deno.env.toObject(),
+    })?.plan ?? null;
+  } catch (error) {
+    if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
+    throw error;
   }
+}
+
+/** Runs `method` inside `sandbox` when there is one; undefined otherwise. */
+function inSandbox<T>(
+  ctx: HandlerContext,
+  sandbox: FileSystemSandboxContext | null | undefined,
+  method: string,
+  params: () => Record<string, unknown>,
+): Promise<T> | undefined {
+  const plan = sandboxPlan(sandbox);
+  return plan ? ctx.server.sandboxFs.call<T>(plan, method, params()) : undefined;
+}
+
+let remoteHandles = 0;
+
+/** A connection's handles opened inside sandboxes: id → the worker's handle. */
+class SandboxHandles {
+  readonly #open = new Map<string, SandboxedHandle>();
+
+  get(id: string): SandboxedHandle | undefined {
+    return this.#open.get(id);
+  }
+
+  has(id: string): boolean {
+    return this.#open.has(id);
+  }
+
+  async open(
+    gateway: SandboxFsGateway,
+    plan: SandboxPlan,
+    id: string,
+    params: Record<string, unknown>,
+  ): Promise<void> {
+    if (this.#open.size >= MAX_SANDBOXED_HANDLES) {
+      throw invalidRequest(
+        `at most ${MAX_SANDBOXED_HANDLES} sandboxed file handles may be open per connection`,
+      );
+    }
+    // Worker handle ids are unique across connections sharing a worker.
+    const remoteId = `h${++remoteHandles}`;
+    const placeholder = { remoteId, call: () => Promise.reject(), release: () => {} };
+    this.#open.set(id, placeholder);
+    try {
+      const opened = await gateway.callPinned(plan, Method.FsOpen, {
+        ...params,
+        handleId: remoteId,
+      });
+      this.#open.set(id, { remoteId, call: opened.call, release: opened.release });
+    } catch (error) {
+      this.#open.delete(id);
+      throw error;
+    }
+  }
+
+  async close(id: string): Promise<void> {
+    const handle = this.#open.get(id)!;
+    this.#open.delete(id);
+    try {
+      await handle.call(Method.FsClose, { handleId: handle.remoteId });
+    } finally {
+      handle.release();
+    }
+  }
+
+  dispose(): void {
+    for (const id of [...this.#open.keys()]) this.close(id).catch(() => {});
+  }
+}
+
+interface SandboxedHandle {
+  readonly remoteId: string;
+  readonly call: <R>(method: string, params: unknown) => Promise<R>;
+  readonly release: () => void;
+}
+
+const MAX_SANDBOXED_HANDLES = 1024;
+const SANDBOX_HANDLES = new ResourceKey("fs.sandboxHandles", () => new SandboxHandles());
+
+function duplicateHandle(id: string): RpcError {
+  return invalidRequest(`file handle \`${id}\` already exists`);
 }
 
 /** Every filesystem method. */
 export const fsMethods: MethodTable = {
   // Answers an FsReadFileResult, pre-serialised (base64 needs no escaping
   // and can be hundreds of MiB).
-  [Method.FsReadFile]: defineMethod(fsReadFileParams, async (p, ctx): Promise<RawJson> => {
-    noSandbox(p.sandbox);
+  [Method.FsReadFile]: defineMethod(fsReadFileParams, async (p, ctx): Promise<unknown> => {
+    const confined = inSandbox(ctx, p.sandbox, Method.FsReadFile, () => ({
+      path: pathToUri(p.path),
+      followSymlinks: p.followSymlinks,
+    }));
+    if (confined) return await confined;
     const bytes = await readFileChecked(p.path, {
       followSymlinks: p.followSymlinks,
       maxPayloadBytes: ctx.connection.resources.connection.maxMessageBytes - ENVELOPE_BYTES,
@@ -77,8 +170,7 @@ export const fsMethods: MethodTable = {
     return new RawJson('{"dataBase64":"', bytes.toBase64(), '"}');
   }),
 
-  [Method.FsWriteFile]: defineMethod(fsWriteFileParams, async (p) => {
-    noSandbox(p.sandbox);
+  [Method.FsWriteFile]: defineMethod(fsWriteFileParams, async (p, ctx) => {
     const problem = base64Problem(p.dataBase64);
     if (problem !== null) {
       throw new RpcError(
@@ -86,58 +178,112 @@ export const fsMethods: MethodTable = {
         `fs/writeFile requires valid base64 dataBase64: ${problem}`,
       );
     }
+    const confined = inSandbox(ctx, p.sandbox, Method.FsWriteFile, () => ({
+      path: pathToUri(p.path),
+      dataBase64: p.dataBase64,
+      followSymlinks: p.followSymlinks,
+    }));
+    if (confined) return await confined;
     await writeFileChecked(p.path, decodeBase64(p.dataBase64), p.followSymlinks);
     return {};
   }),
 
-  [Method.FsCreateDirectory]: defineMethod(fsCreateDirectoryParams, async (p) => {
-    noSandbox(p.sandbox);
+  [Method.FsCreateDirectory]: defineMethod(fsCreateDirectoryParams, async (p, ctx) => {
+    const confined = inSandbox(ctx, p.sandbox, Method.FsCreateDirectory, () => ({
+      path: pathToUri(p.path),
+      recursive: p.recursive,
+      followSymlinks: p.followSymlinks,
+    }));
+    if (confined) return await confined;
     await createDirectory(p.path, p.recursive, p.followSymlinks);
     return {};
   }),
 
-  [Method.FsGetMetadata]: defineMethod(fsGetMetadataParams, (p): Promise<FsMetadata> => {
-    noSandbox(p.sandbox);
-    return getMetadata(p.path, p.followSymlinks);
+  [Method.FsGetMetadata]: defineMethod(fsGetMetadataParams, (p, ctx): Promise<FsMetadata> => {
+    return inSandbox<FsMetadata>(ctx, p.sandbox, Method.FsGetMetadata, () => ({
+      path: pathToUri(p.path),
+      followSymlinks: p.followSymlinks,
+    })) ?? getMetadata(p.path, p.followSymlinks);
   }),
 
   [Method.FsCanonicalize]: defineMethod(
     fsCanonicalizeParams,
-    async (p): Promise<FsCanonicalizeResult> => {
-      noSandbox(p.sandbox);
+    async (p, ctx): Promise<FsCanonicalizeResult> => {
+      const confined = inSandbox<FsCanonicalizeResult>(
+        ctx,
+        p.sandbox,
+        Method.FsCanonicalize,
+        () => ({
+          path: pathToUri(p.path),
+        }),
+      );
+      if (confined) return await confined;
       return { path: pathToUri(await canonicalize(p.path)) };
     },
   ),
 
   [Method.FsReadDirectory]: defineMethod(
     fsReadDirectoryParams,
-    async (p): Promise<FsReadDirectoryResult> => {
-      noSandbox(p.sandbox);
+    async (p, ctx): Promise<FsReadDirectoryResult> => {
+      const confined = inSandbox<FsReadDirectoryResult>(
+        ctx,
+        p.sandbox,
+        Method.FsReadDirectory,
+        () => ({
+          path: pathToUri(p.path),
+        }),
+      );
+      if (confined) return await confined;
       return { entries: await readDirectory(p.path) };
     },
   ),
 
-  [Method.FsRemove]: defineMethod(fsRemoveParams, async (p) => {
-    noSandbox(p.sandbox);
+  [Method.FsRemove]: defineMethod(fsRemoveParams, async (p, ctx) => {
+    const confined = inSandbox(ctx, p.sandbox, Method.FsRemove, () => ({
+      path: pathToUri(p.path),
+      recursive: p.recursive,
+      force: p.force,
+      followSymlinks: p.followSymlinks,
+    }));
+    if (confined) return await confined;
     await removePath(p.path, p);
     return {};
   }),
 
-  [Method.FsCopy]: defineMethod(fsCopyParams, async (p) => {
-    noSandbox(p.sandbox);
+  [Method.FsCopy]: defineMethod(fsCopyParams, async (p, ctx) => {
+    const confined = inSandbox(ctx, p.sandbox, Method.FsCopy, () => ({
+      sourcePath: pathToUri(p.sourcePath),
+      destinationPath: pathToUri(p.destinationPath),
+      recursive: p.recursive,
+    }));
+    if (confined) return await confined;
     await copyPath(p.sourcePath, p.destinationPath, p.recursive);
     return {};
   }),
 
   [Method.FsOpen]: defineMethod(fsOpenParams, async (p, ctx): Promise<FsOpenResult> => {
-    noSandbox(p.sandbox);
-    await ctx.connection.resources.use(HANDLES).open(p.handleId, p.path, p.mode);
+    const local = ctx.connection.resources.use(HANDLES);
+    const confined = ctx.connection.resources.use(SANDBOX_HANDLES);
+    if (local.has(p.handleId) || confined.has(p.handleId)) throw duplicateHandle(p.handleId);
+    const plan = sandboxPlan(p.sandbox);
+    if (plan) {
+      await confined.open(ctx.server.sandboxFs, plan, p.handleId, {
+        path: pathToUri(p.path),
+        mode: p.mode,
+      });
+    } else {
+      await local.open(p.handleId, p.path, p.mode);
+    }
     return { handleId: p.handleId };
   }),
 
   [Method.FsReadBlock]: defineMethod(
     fsReadBlockParams,
     async (p, ctx): Promise<FsReadBlockResult> => {
+      const confined = ctx.connection.resources.use(SANDBOX_HANDLES).get(p.handleId);
+      if (confined) {
+        return await confined.call(Method.FsReadBlock, { ...p, handleId: confined.remoteId });
+      }
       const { bytes, eof } = await ctx.connection.resources.use(HANDLES).readBlock(
         p.handleId,
         p.offset,
@@ -148,17 +294,34 @@ export const fsMethods: MethodTable = {
   ),
 
   [Method.FsWriteBlock]: defineMethod(fsWriteBlockParams, async (p, ctx) => {
+    const confined = ctx.connection.resources.use(SANDBOX_HANDLES).get(p.handleId);
+    if (confined) {
+      return await confined.call(Method.FsWriteBlock, {
+        handleId: confined.remoteId,
+        offset: p.offset,
+        chunk: p.chunk.toBase64(),
+      });
+    }
     await ctx.connection.resources.use(HANDLES).writeBlock(p.handleId, p.offset, p.chunk);
     return {};
   }),
 
   [Method.FsClose]: defineMethod(fsCloseParams, async (p, ctx) => {
+    const confined = ctx.connection.resources.use(SANDBOX_HANDLES);
+    if (confined.has(p.handleId)) {
+      await confined.close(p.handleId);
+      return {};
+    }
     await ctx.connection.resources.use(HANDLES).close(p.handleId);
     return {};
   }),
 
-  [Method.FsWalk]: defineMethod(fsWalkParams, async (p): Promise<FsWalkResult> => {
-    noSandbox(p.sandbox);
+  [Method.FsWalk]: defineMethod(fsWalkParams, async (p, ctx): Promise<FsWalkResult> => {
+    const confined = inSandbox<FsWalkResult>(ctx, p.sandbox, Method.FsWalk, () => ({
+      path: pathToUri(p.path),
+      options: p.options,
+    }));
+    if (confined) return await confined;
     const result = await walk(p.path, p.options);
     return {
       entries: result.entries.map((e) => ({ path: pathToUri(e.path), kind: e.kind })),
@@ -170,7 +333,11 @@ export const fsMethods: MethodTable = {
   [Method.FsWatchMissing]: defineMethod(
     fsWatchMissingParams,
     async (p, ctx): Promise<FsWatchMissingResult> => {
-      noSandbox(p.sandbox);
+      if (sandboxPlan(p.sandbox)) {
+        throw internalError(
+          "fs/watchMissing does not run inside a sandbox here: send it with sandbox null",
+        );
+      }
       return { watching: await ctx.connection.resources.use(WATCH).watch(p.watchId, p.missing) };
     },
   ),

@@ -1,0 +1,242 @@
+/**
+ * Sandboxed `fs/*`: the operation runs inside the sandbox, not beside it.
+ *
+ * Checking a path against the policy on the host and then using it would
+ * race (a symlink or directory swapped between check and use) and would
+ * have to re-implement the kernel's path walk. Instead each distinct
+ * sandbox gets a worker — this server itself (`serve --listen stdio`),
+ * started by bubblewrap with the same mount plan, Deno permissions limited
+ * to reading and writing files, no network — and the request (minus its
+ * `sandbox`) is forwarded to it. Whatever the worker's kernel allows is
+ * what the policy allows: symlinks, `..`, `/proc/self/root` and renames all
+ * resolve inside the sandbox's own mount namespace. Results and errors come
+ * back unchanged (`Read-only file system (os error 30)`, as the reference).
+ *
+ * Workers are pooled per plan (at most {@linkcode GatewayOptions.maxWorkers},
+ * least recently used closed first) and exit after
+ * {@linkcode GatewayOptions.idleMs} without work and without open handles.
+ * Policies that do not make `/` readable also get read access to what the
+ * worker itself needs to start (the system directories, the Deno runtime
+ * and this module's files); the README says so.
+ *
+ * @module
+ */
+
+import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
+import { ndjsonConnection } from "../jsonrpc/ndjson.ts";
+import { RpcPeer } from "../jsonrpc/peer.ts";
+import { sandboxCommand } from "./bwrap.ts";
+import { MINIMAL_PATHS, type SandboxPlan, withReadable } from "./policy.ts";
+import { VERSION } from "../version.ts";
+
+/** Pool limits. */
+export interface GatewayOptions {
+  /** Close a worker after this long without requests or open handles. Default 15 s. */
+  readonly idleMs?: number;
+  /** Most workers alive at once. Default 8. */
+  readonly maxWorkers?: number;
+}
+
+/** The command that starts this server as a stdio worker, and what it must be able to read. */
+function workerCommand(): { argv: string[]; runtime: string[] } {
+  const exe = Deno.execPath();
+  const serve = ["serve", "--listen", "stdio", "--log-level", "error"];
+  if (Deno.build.standalone) return { argv: [exe, ...serve], runtime: [exe] };
+  const entry = new URL("../../cli.ts", import.meta.url);
+  const flags = ["run", "--allow-read", "--allow-write", "--allow-env", "--no-prompt"];
+  const runtime = [exe];
+  const denoDir = Deno.env.get("DENO_DIR") ??
+    `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`}/deno`;
+  runtime.push(denoDir);
+  if (entry.protocol === "file:") {
+    const root = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
+    runtime.push(root);
+    try {
+      Deno.statSync(`${root}/deno.json`);
+      flags.push("--config", `${root}/deno.json`);
+    } catch { /* published layout: no config */ }
+  } else {
+    flags.push("--cached-only");
+  }
+  return { argv: [exe, ...flags, entry.href, ...serve], runtime };
+}
+
+class FsWorker {
+  readonly peer: RpcPeer;
+  readonly ready: Promise<void>;
+  readonly #child: Deno.ChildProcess;
+  #pins = 0;
+  #busy = 0;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  lastUsed = Date.now();
+
+  constructor(plan: SandboxPlan, readonly idleMs: number, readonly onGone: () => void) {
+    const { argv, runtime } = workerCommand();
+    // The worker needs no network; it reads what its runtime needs.
+    const confined: SandboxPlan = withReadable(
+      { ...plan, network: "restricted" },
+      [...MINIMAL_PATHS, ...runtime],
+    );
+    const [bwrap, ...args] = sandboxCommand(confined, "/", argv);
+    const env: Record<string, string> = { NO_COLOR: "1" };
+    for (const name of ["HOME", "PATH", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
+      const value = Deno.env.get(name);
+      if (value !== undefined) env[name] = value;
+    }
+    this.#child = new Deno.Command(bwrap!, {
+      args,
+      env,
+      clearEnv: true,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "null",
+      detached: true,
+    }).spawn();
+    this.#child.status.then(() => this.onGone(), () => this.onGone());
+    this.peer = new RpcPeer(
+      ndjsonConnection(this.#child.stdout, this.#child.stdin, { label: "sandbox fs worker" }),
+    );
+    this.peer.closed.then(() => this.close());
+    this.ready = this.peer.request("initialize", { clientName: `exec-server ${VERSION} gateway` })
+      .then(() => void this.peer.notify("initialized"));
+    this.ready.catch(() => this.close());
+  }
+
+  async call<T>(method: string, params: unknown): Promise<T> {
+    this.#busy++;
+    this.#touch();
+    try {
+      await this.ready;
+      return await this.peer.request<T>(method, params);
+    } finally {
+      this.#busy--;
+      this.#touch();
+    }
+  }
+
+  pin(): void {
+    this.#pins++;
+    this.#touch();
+  }
+
+  unpin(): void {
+    this.#pins--;
+    this.#touch();
+  }
+
+  get idle(): boolean {
+    return this.#busy === 0 && this.#pins === 0;
+  }
+
+  #touch(): void {
+    this.lastUsed = Date.now();
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    if (this.idle) this.#idleTimer = setTimeout(() => this.close(), this.idleMs);
+  }
+
+  close(): void {
+    clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+    this.peer.close("sandbox fs worker closed");
+    try {
+      // The whole sandbox: the worker is the namespace's only program.
+      Deno.kill(-this.#child.pid, "SIGKILL");
+    } catch { /* already gone */ }
+  }
+
+  get status(): Promise<Deno.CommandStatus> {
+    return this.#child.status;
+  }
+}
+
+/** Forwards fs requests into per-plan sandboxed workers. */
+export class SandboxFsGateway implements AsyncDisposable {
+  #workers = new Map<string, FsWorker>();
+  readonly #idleMs: number;
+  readonly #maxWorkers: number;
+
+  /** Creates an empty pool. */
+  constructor(options: GatewayOptions = {}) {
+    this.#idleMs = options.idleMs ?? 15_000;
+    this.#maxWorkers = options.maxWorkers ?? 8;
+  }
+
+  #worker(plan: SandboxPlan): FsWorker {
+    const existing = this.#workers.get(plan.key);
+    if (existing) return existing;
+    if (this.#workers.size >= this.#maxWorkers) {
+      const idle = [...this.#workers.values()].filter((w) => w.idle)
+        .sort((a, b) => a.lastUsed - b.lastUsed)[0];
+      idle?.close();
+    }
+    const worker: FsWorker = new FsWorker(plan, this.#idleMs, () => {
+      if (this.#workers.get(plan.key) === worker) this.#workers.delete(plan.key);
+    });
+    this.#workers.set(plan.key, worker);
+    return worker;
+  }
+
+  /**
+   * Runs `method` with `params` (no `sandbox`) inside `plan`'s sandbox;
+   * the worker's result, or its error as an RpcError.
+   */
+  async call<T>(plan: SandboxPlan, method: string, params: unknown): Promise<T> {
+    return await this.#guard(this.#worker(plan).call<T>(method, params));
+  }
+
+  /**
+   * Like {@linkcode call}, keeping the worker alive until `release` is
+   * called (an open handle).
+   */
+  async callPinned<T>(
+    plan: SandboxPlan,
+    method: string,
+    params: unknown,
+  ): Promise<
+    { result: T; call: <R>(method: string, params: unknown) => Promise<R>; release: () => void }
+  > {
+    const worker = this.#worker(plan);
+    worker.pin();
+    try {
+      const result = await this.#guard(worker.call<T>(method, params));
+      let released = false;
+      return {
+        result,
+        call: (m, p) => this.#guard(worker.call(m, p)),
+        release: () => {
+          if (!released) worker.unpin();
+          released = true;
+        },
+      };
+    } catch (error) {
+      worker.unpin();
+      throw error;
+    }
+  }
+
+  async #guard<T>(call: Promise<T>): Promise<T> {
+    try {
+      return await call;
+    } catch (error) {
+      if (error instanceof RpcError) throw error;
+      throw new RpcError(
+        JsonRpcCode.InternalError,
+        `sandboxed filesystem worker failed: ${(error as Error).message}`,
+      );
+    }
+  }
+
+  /** Workers alive now. */
+  get size(): number {
+    return this.#workers.size;
+  }
+
+  /** Closes every worker and waits for them to exit. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    const workers = [...this.#workers.values()];
+    for (const worker of workers) worker.close();
+    await Promise.allSettled(workers.map((w) => w.status));
+    this.#workers.clear();
+  }
+}
