@@ -20,6 +20,7 @@ import { CLI, isDead, ROOT, waitFor } from "./helpers/wire_client.ts";
 
 const MEMORY_SERVER = `${ROOT}tests/fixtures/mcp_memory_server.ts`;
 const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
+const CONFIG = new URL("../deno.json", import.meta.url).pathname;
 
 function memorySpec(extra: Partial<McpServerSpec> = {}): McpServerSpec {
   return {
@@ -179,7 +180,11 @@ Deno.test({
         Deno.execPath(),
         "run",
         "-A",
-        "--no-lock",
+        // Pinned in deno.json/deno.lock and cached before the tests run
+        // (`.ci/run`): a missing cache fails at once instead of downloading.
+        "--cached-only",
+        "--config",
+        CONFIG,
         EVERYTHING,
       ],
       stderr: "ignore",

@@ -1,6 +1,7 @@
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import { inProcessStdio } from "./helpers/wire_client.ts";
 import { VERSION } from "../src/version.ts";
+import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 
 Deno.test("gating: every method but initialize waits for the handshake", async () => {
   await using s = inProcessStdio();
@@ -111,7 +112,16 @@ Deno.test("environment/info describes this machine with file: URIs", async () =>
   assert(info.shell.path.startsWith("/") && info.shell.name.length > 0);
   assertEquals(info.shell.name, info.shell.path.slice(info.shell.path.lastIndexOf("/") + 1));
   assertEquals(await s.client.request("environment/info"), info);
-  // Codex-specific features are not claimed.
+  // The sandbox is claimed exactly when bubblewrap works here, and says why not.
+  const sandbox = sandboxSupport();
+  assertEquals(info.sandbox, {
+    available: sandbox.available,
+    mechanism: "bubblewrap",
+    reason: sandbox.reason,
+  });
+  assertEquals(info.capabilities.linuxSandbox, sandbox.available);
+  assertEquals(info.capabilities.sandboxedFileStreaming, sandbox.available);
+  // Codex-specific features not built yet are not claimed.
   for (
     const flag of [
       "networkProxyLaunch",
@@ -119,7 +129,6 @@ Deno.test("environment/info describes this machine with file: URIs", async () =>
       "capabilityDiscoveryV2",
       "environmentConfigRead",
       "shellSnapshotV2",
-      "sandboxedFileStreaming",
       "windowsMxc",
     ]
   ) {

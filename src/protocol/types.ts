@@ -70,6 +70,8 @@ export interface Capabilities {
   shellSnapshotV2: boolean;
   /** Reference: Windows MXC sandbox. */
   windowsMxc: boolean;
+  /** Extension: `sandbox` on process/start and fs/* is enforced (bubblewrap); see `environment/info.sandbox`. */
+  linuxSandbox: boolean;
   /** Extension: `tty: true` runs the child on a real pseudo-terminal. */
   tty: boolean;
   /** Extension: `process/resize` and initial `rows`/`cols` for terminals. */
@@ -113,6 +115,18 @@ export interface EnvironmentInfo {
   tempDir: string;
   /** Feature flags. */
   capabilities: Capabilities;
+  /** Extension: whether `sandbox` requests can be honoured here, and if not, why. */
+  sandbox?: SandboxAvailability;
+}
+
+/** Extension of `environment/info`: the Linux sandbox (bubblewrap). */
+export interface SandboxAvailability {
+  /** Sandboxed requests are served (otherwise they get `-32603` with `reason`). */
+  available: boolean;
+  /** The enforcement mechanism. */
+  mechanism: "bubblewrap";
+  /** Why not, and how to fix it (empty when available). */
+  reason: string;
 }
 
 /** Result of `environment/status`. */

@@ -1,7 +1,7 @@
 /**
  * The capabilities this server advertises, derived from what is actually
  * registered, so a flag can never claim an unimplemented method.
- * Codex-specific features are `false`.
+ * Codex-specific features are `false` until implemented.
  *
  * @module
  */
@@ -15,6 +15,8 @@ export interface CapabilityInputs {
   readonly methods: ReadonlySet<string>;
   /** A PTY backend is available for `tty: true`. */
   readonly tty: boolean;
+  /** Sandboxed requests can be enforced (bubblewrap works). */
+  readonly sandbox?: boolean;
   /** An egress proxy is applied to managed-network processes. */
   readonly managedNetworkProxy?: boolean;
 }
@@ -33,10 +35,11 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     capabilityDiscoveryV2: false,
     environmentConfigRead: false,
     httpHeaderEnvVars: has(Method.HttpRequest),
-    sandboxedFileStreaming: false,
+    sandboxedFileStreaming: (inputs.sandbox ?? false) && has(Method.FsOpen),
     fileWriteStreaming: has(Method.FsWriteBlock),
     shellSnapshotV2: false,
     windowsMxc: false,
+    linuxSandbox: (inputs.sandbox ?? false) && (processes || has(Method.FsOpen)),
     tty: processes && inputs.tty,
     ptyResize: processes && inputs.tty && has(Method.ProcessResize),
     extendedSignals: processes,

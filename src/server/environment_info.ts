@@ -5,7 +5,12 @@
  */
 
 import { pathToUri } from "../protocol/path_uri.ts";
-import type { Capabilities, EnvironmentInfo, ShellInfo } from "../protocol/types.ts";
+import type {
+  Capabilities,
+  EnvironmentInfo,
+  SandboxAvailability,
+  ShellInfo,
+} from "../protocol/types.ts";
 import { VERSION } from "../version.ts";
 
 /** The login shell of the current user, from the account database. */
@@ -47,7 +52,10 @@ function resolveAgainstCwd(path: string): string {
 }
 
 /** Collects the environment description; computed once per server. */
-export function environmentInfo(capabilities: Capabilities): EnvironmentInfo {
+export function environmentInfo(
+  capabilities: Capabilities,
+  sandbox?: SandboxAvailability,
+): EnvironmentInfo {
   const tmpdir = Deno.env.get("TMPDIR");
   const home = Deno.env.get("HOME") ?? "/";
   return {
@@ -59,5 +67,6 @@ export function environmentInfo(capabilities: Capabilities): EnvironmentInfo {
     temporaryDirectories: tmpdir ? [pathToUri(resolveAgainstCwd(tmpdir))] : [],
     tempDir: pathToUri(tmpdir ? resolveAgainstCwd(tmpdir) : "/tmp"),
     capabilities,
+    ...(sandbox ? { sandbox } : {}),
   };
 }

@@ -6,6 +6,7 @@
  */
 
 import { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
+import { sandboxSupport } from "../sandbox/bwrap.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
@@ -70,6 +71,7 @@ export class ExecServer {
     };
     const logger = options.logger ?? createLogger();
     const methods = methodTable();
+    const sandbox = sandboxSupport();
     this.#state = {
       options: resolved,
       logger,
@@ -83,7 +85,9 @@ export class ExecServer {
           methods: new Set(Object.keys(methods)),
           tty: ptyAvailability().available,
           managedNetworkProxy: options.managedNetwork !== undefined,
+          sandbox: sandbox.available,
         }),
+        { available: sandbox.available, mechanism: "bubblewrap", reason: sandbox.reason },
       ),
       managedNetwork: options.managedNetwork ?? null,
       sandboxFs: new SandboxFsGateway(),

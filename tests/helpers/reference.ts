@@ -13,3 +13,13 @@ export function referenceBin(): string | null {
   }
   return null;
 }
+
+/**
+ * A `CODEX_HOME` for the reference server outside `/tmp` (its sandbox
+ * helper lives there and `/tmp` is replaced inside its sandboxes).
+ */
+export function referenceHome(): string {
+  const base = new URL("../../.cache/", import.meta.url).pathname;
+  Deno.mkdirSync(base, { recursive: true });
+  return Deno.makeTempDirSync({ dir: base, prefix: "codex-home-" });
+}

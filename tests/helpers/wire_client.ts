@@ -217,8 +217,17 @@ export function spawnStdioServer(
   args: string[] = ["serve", "--listen", "stdio"],
   env: Record<string, string> = {},
 ): SpawnedServer {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, ...args],
+  return spawnCommandServer(Deno.execPath(), ["run", "-A", CLI, ...args], env);
+}
+
+/** Runs `program args…` (a stdio exec-server) and speaks NDJSON on its stdio. */
+export function spawnCommandServer(
+  program: string,
+  args: string[],
+  env: Record<string, string> = {},
+): SpawnedServer {
+  const child = new Deno.Command(program, {
+    args,
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
