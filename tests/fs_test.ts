@@ -49,7 +49,7 @@ Deno.test("fs/readFile: content, errors by kind, symlink rules, URI validation",
     const missing = await err(c, "fs/readFile", { path: u(`${d}/missing`) });
     assertEquals(missing, {
       code: -32004,
-      message: `No such file or directory (os error 2): ${d}/missing`,
+      message: "No such file or directory (os error 2)",
     });
     assertEquals(await err(c, "fs/readFile", { path: u(`${d}/d1`) }), {
       code: -32600,
@@ -710,7 +710,7 @@ Deno.test("fs error mapping: permission and invalid input are -32600, the rest -
   assertEquals(
     fsError(new Deno.errors.FilesystemLoop("Too many levels of symbolic links (os error 40)"), "/x")
       .message,
-    "Symbolic link loop (os error 40): /x",
+    "Symbolic link loop (os error 40)",
   );
 });
 

@@ -161,7 +161,7 @@ Deno.test({
     const missing = await startProcess(c, "m", ["no-such-program"], tty);
     assertEquals(missing.error, {
       code: -32603,
-      message: "failed to spawn no-such-program: No such file or directory (os error 2)",
+      message: "No such file or directory (os error 2)",
     });
     await startProcess(c, "a0", ["sh", "-c", "echo $0"], { ...tty, arg0: "renamed" });
     assertStringIncludes(text((await collectProcess(c, "a0")).stdout), "renamed\r\n");

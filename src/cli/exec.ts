@@ -6,6 +6,7 @@
  * @module
  */
 
+import { RpcError } from "../jsonrpc/errors.ts";
 import { parseArgs } from "node:util";
 import type { ExecServerClient } from "../client/client.ts";
 import type { RemoteProcess } from "../client/process.ts";
@@ -89,6 +90,11 @@ export async function runExec(args: string[]): Promise<number> {
       stdin: "piped",
       tty,
       ...(ttySize ? { rows: ttySize.rows, cols: ttySize.columns } : {}),
+    }).catch((error) => {
+      // The server sends bare OS errors (the reference's texts): say what failed.
+      if (!(error instanceof RpcError)) throw error;
+      const what = parsed.values.cwd !== undefined ? ` in ${parsed.values.cwd}` : "";
+      throw new Error(`cannot run ${argv[0]}${what}: ${error.message}`);
     });
     if (tty && Deno.stdin.isTerminal()) {
       Deno.stdin.setRaw(true);

@@ -8,6 +8,8 @@
 import { parseArgs } from "node:util";
 import { connectFromFlags, CONNECTION_FLAGS, CONNECTION_USAGE } from "./client_args.ts";
 import { printLine, UsageError } from "./common.ts";
+import type { ExecServerClient } from "../client/client.ts";
+import { RpcError } from "../jsonrpc/errors.ts";
 
 /** Help text for `fs`. */
 export const FS_USAGE = `Usage: exec-server fs COMMAND [CONNECTION] ARGS...
@@ -64,8 +66,23 @@ export async function runFs(args: string[]): Promise<number> {
   const paths = parsed.positionals;
   if (paths.length !== ARITY[sub]) throw new UsageError(`fs ${sub} takes ${ARITY[sub]} path(s)`, 2);
   await using client = await connectFromFlags(parsed.values);
-  const fs = client.fs;
   const [a, b] = paths as [string, string];
+  try {
+    return await fsCommand(client.fs, sub, a, b, parsed.values);
+  } catch (error) {
+    // The server sends bare OS errors (the reference's texts): name the path.
+    if (error instanceof RpcError) throw new Error(`${sub === "put" ? b : a}: ${error.message}`);
+    throw error;
+  }
+}
+
+async function fsCommand(
+  fs: ExecServerClient["fs"],
+  sub: string,
+  a: string,
+  b: string,
+  flags: { recursive?: boolean; parents?: boolean },
+): Promise<number> {
   switch (sub) {
     case "ls":
       for (const e of await fs.readDir(a)) {
@@ -94,10 +111,10 @@ export async function runFs(args: string[]): Promise<number> {
       await printLine(JSON.stringify(await fs.stat(a), null, 2));
       return 0;
     case "rm":
-      await fs.remove(a, { recursive: parsed.values.recursive ?? false });
+      await fs.remove(a, { recursive: flags.recursive ?? false });
       return 0;
     case "mkdir":
-      await fs.mkdir(a, { recursive: parsed.values.parents ?? false });
+      await fs.mkdir(a, { recursive: flags.parents ?? false });
       return 0;
   }
   return 2;

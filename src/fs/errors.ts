@@ -1,8 +1,9 @@
 /**
  * Filesystem errors as the protocol reports them (§9.1): not found →
  * `-32004`; permission denied and invalid input → `-32600`; anything else →
- * `-32603`. Messages lead with the OS error text the reference uses and name
- * the path.
+ * `-32603`. Messages are the OS error text exactly as the reference sends
+ * it (Codex copies it into its model's context); the path goes to the log
+ * ({@linkcode RpcError.logDetail}).
  *
  * @module
  */
@@ -27,12 +28,12 @@ export function codeForErrno(errno: number | undefined): number {
 export function fsError(error: unknown, path: string): RpcError {
   if (error instanceof RpcError) return error;
   const errno = errnoOf(error);
-  return new RpcError(codeForErrno(errno), `${osErrorText(error)}: ${path}`, { cause: error });
+  return new RpcError(codeForErrno(errno), osErrorText(error), { cause: error, logDetail: path });
 }
 
 /** An error for a given errno, as if the OS had raised it for `path`. */
 export function errnoError(errno: number, path: string): RpcError {
-  return new RpcError(codeForErrno(errno), `${formatErrno(errno)}: ${path}`);
+  return new RpcError(codeForErrno(errno), formatErrno(errno), { logDetail: path });
 }
 
 /** `-32600 path \`<p>\` is not a file`. */

@@ -27,13 +27,23 @@ export class RpcError extends Error {
   readonly code: number;
   /** Optional structured detail sent as the error's `data`. */
   readonly data: unknown;
+  /**
+   * Detail for the server's log only (a path, a program): the wire message
+   * stays the reference's exact text, which clients copy verbatim.
+   */
+  readonly logDetail: string | undefined;
 
   /** Creates an error with `code` and `message`. */
-  constructor(code: number, message: string, options?: { data?: unknown; cause?: unknown }) {
+  constructor(
+    code: number,
+    message: string,
+    options?: { data?: unknown; cause?: unknown; logDetail?: string },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "RpcError";
     this.code = code;
     this.data = options?.data;
+    this.logDetail = options?.logDetail;
   }
 }
 

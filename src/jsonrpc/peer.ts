@@ -466,6 +466,14 @@ export class RpcPeer {
     error: unknown,
   ): { code: number; message: string; data?: unknown } {
     if (error instanceof RpcError) {
+      if (error.logDetail !== undefined) {
+        this.#logger.debug("jsonrpc.error_detail", {
+          method: req.method,
+          code: error.code,
+          message: error.message,
+          detail: error.logDetail,
+        });
+      }
       return error.data === undefined
         ? { code: error.code, message: error.message }
         : { code: error.code, message: error.message, data: error.data };

@@ -13,6 +13,7 @@
 
 import type { ExecServerClient } from "../client/client.ts";
 import { VERSION } from "../version.ts";
+import { RpcError } from "../jsonrpc/errors.ts";
 import { type CallToolResult, loadMcpSdk, type Transport } from "./sdk.ts";
 import type { McpTransport } from "./transport.ts";
 import {
@@ -51,11 +52,23 @@ function text(body: string, structured?: ExecReport): CallToolResult {
   };
 }
 
-async function guarded(work: () => Promise<CallToolResult>): Promise<CallToolResult> {
+/**
+ * Runs a tool; a failure is an `isError` result. The exec-server reports OS
+ * errors without the path (the reference's texts), so a file tool names
+ * it: `<path>: No such file or directory (os error 2)`.
+ */
+async function guarded(
+  work: () => Promise<CallToolResult>,
+  path?: string,
+): Promise<CallToolResult> {
   try {
     return await work();
   } catch (error) {
-    return { content: [{ type: "text", text: (error as Error).message }], isError: true };
+    const message = (error as Error).message;
+    const named = path !== undefined && error instanceof RpcError && !message.includes(path)
+      ? `${path}: ${message}`
+      : message;
+    return { content: [{ type: "text", text: named }], isError: true };
   }
 }
 
@@ -169,68 +182,77 @@ export async function createExecToolServer(
       tail: z.number().int().min(0).optional().describe("Last N lines only"),
     },
     annotations: { readOnlyHint: true },
-  }, (a) => guarded(async () => text(await files.readText(a.path, a.head, a.tail))));
+  }, (a) => guarded(async () => text(await files.readText(a.path, a.head, a.tail)), a.path));
 
   server.registerTool("write_file", {
     title: "Write a file",
     description: "Creates or replaces a file with `content` (atomically).",
     inputSchema: { path, content: z.string() },
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true },
-  }, (a) => guarded(async () => text(await files.write(a.path, a.content))));
+  }, (a) => guarded(async () => text(await files.write(a.path, a.content)), a.path));
 
-  server.registerTool("edit_file", {
-    title: "Edit a file",
-    description: "Replaces each `oldText` with `newText` (an exact unique match, else a " +
-      "whitespace-insensitive line match, re-indented) and returns a unified diff. " +
-      "`dryRun` shows the diff without writing.",
-    inputSchema: {
-      path,
-      edits: z.array(z.object({ oldText: z.string(), newText: z.string() })).min(1),
-      dryRun: z.boolean().optional(),
+  server.registerTool(
+    "edit_file",
+    {
+      title: "Edit a file",
+      description: "Replaces each `oldText` with `newText` (an exact unique match, else a " +
+        "whitespace-insensitive line match, re-indented) and returns a unified diff. " +
+        "`dryRun` shows the diff without writing.",
+      inputSchema: {
+        path,
+        edits: z.array(z.object({ oldText: z.string(), newText: z.string() })).min(1),
+        dryRun: z.boolean().optional(),
+      },
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
     },
-    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
-  }, (a) => guarded(async () => text(await files.edit(a.path, a.edits, a.dryRun ?? false))));
+    (a) => guarded(async () => text(await files.edit(a.path, a.edits, a.dryRun ?? false)), a.path),
+  );
 
   server.registerTool("create_directory", {
     title: "Create a directory",
     description: "Creates a directory and any missing parents; succeeds if it exists.",
     inputSchema: { path },
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true },
-  }, (a) => guarded(async () => text(await files.mkdir(a.path))));
+  }, (a) => guarded(async () => text(await files.mkdir(a.path)), a.path));
 
   server.registerTool("list_directory", {
     title: "List a directory",
     description: "Lists entries as `[DIR] name` or `[FILE] name` lines.",
     inputSchema: { path },
     annotations: { readOnlyHint: true },
-  }, (a) => guarded(async () => text(await files.list(a.path))));
+  }, (a) => guarded(async () => text(await files.list(a.path)), a.path));
 
-  server.registerTool("search_files", {
-    title: "Find files",
-    description:
-      "Recursively finds paths under `path` matching a glob (`*.ts`, `src/**/test_*`); " +
-      "a pattern without `/` matches file names at any depth.",
-    inputSchema: {
-      path,
-      pattern: z.string(),
-      excludePatterns: z.array(z.string()).optional(),
+  server.registerTool(
+    "search_files",
+    {
+      title: "Find files",
+      description:
+        "Recursively finds paths under `path` matching a glob (`*.ts`, `src/**/test_*`); " +
+        "a pattern without `/` matches file names at any depth.",
+      inputSchema: {
+        path,
+        pattern: z.string(),
+        excludePatterns: z.array(z.string()).optional(),
+      },
+      annotations: { readOnlyHint: true },
     },
-    annotations: { readOnlyHint: true },
-  }, (a) => guarded(async () => text(await files.search(a.path, a.pattern, a.excludePatterns))));
+    (a) =>
+      guarded(async () => text(await files.search(a.path, a.pattern, a.excludePatterns)), a.path),
+  );
 
   server.registerTool("get_file_info", {
     title: "File information",
     description: "Type, size and times of a file or directory.",
     inputSchema: { path },
     annotations: { readOnlyHint: true },
-  }, (a) => guarded(async () => text(await files.info(a.path))));
+  }, (a) => guarded(async () => text(await files.info(a.path)), a.path));
 
   server.registerTool("move_file", {
     title: "Move a file",
     description: "Moves a file or directory; fails if the destination exists.",
     inputSchema: { source: path, destination: path },
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false },
-  }, (a) => guarded(async () => text(await files.move(a.source, a.destination))));
+  }, (a) => guarded(async () => text(await files.move(a.source, a.destination)), a.source));
 
   if (guard.roots.length > 0) {
     server.registerTool("list_allowed_directories", {

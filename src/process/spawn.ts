@@ -35,6 +35,9 @@ export interface SpawnRequest {
   readonly launcher?: (target: string[]) => string[];
 }
 
+/** The reference's text for a missing program or directory. */
+const NOT_FOUND = "No such file or directory (os error 2)";
+
 /** How a child ended. */
 export interface ChildStatus {
   /** Exit code, 128+N for a death by signal N. */
@@ -57,12 +60,18 @@ export interface SpawnedChild {
   readonly status: Promise<ChildStatus>;
 }
 
-/** A spawn failure, with a message naming the program and the OS error. */
+/**
+ * A spawn failure. `message` is what the reference reports (usually the
+ * bare OS error); `detail` names the program or directory, for logs.
+ */
 export class SpawnError extends Error {
+  /** What failed, for logs (`failed to spawn ls`, `cannot use cwd /x`). */
+  readonly detail: string | undefined;
   /** Creates the error. */
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  constructor(message: string, options?: { cause?: unknown; detail?: string }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "SpawnError";
+    this.detail = options?.detail;
   }
 }
 
@@ -72,10 +81,10 @@ export function checkCwd(cwd: string): void {
   try {
     info = Deno.statSync(cwd);
   } catch (error) {
-    throw new SpawnError(`cannot use cwd ${cwd}: ${osErrorText(error)}`, { cause: error });
+    throw new SpawnError(osErrorText(error), { cause: error, detail: `cannot use cwd ${cwd}` });
   }
   if (!info.isDirectory) {
-    throw new SpawnError(`cannot use cwd ${cwd}: Not a directory (os error 20)`);
+    throw new SpawnError("Not a directory (os error 20)", { detail: `cannot use cwd ${cwd}` });
   }
 }
 
@@ -93,7 +102,10 @@ export function spawnChild(request: SpawnRequest): SpawnedChild {
     return useNode ? spawnWithNode(program, args, request) : spawnWithDeno(program, args, request);
   } catch (error) {
     if (error instanceof SpawnError) throw error;
-    throw new SpawnError(`failed to spawn ${program}: ${osErrorText(error)}`, { cause: error });
+    throw new SpawnError(osErrorText(error), {
+      cause: error,
+      detail: `failed to spawn ${program}`,
+    });
   }
 }
 
@@ -127,7 +139,7 @@ function spawnWithNode(program: string, args: string[], request: SpawnRequest): 
   const lookupPath = env.PATH ?? Deno.env.get("PATH") ?? "/usr/bin:/bin";
   const resolved = program.includes("/") ? program : findInPath(program, lookupPath);
   if (resolved === null) {
-    throw new SpawnError(`failed to spawn ${program}: No such file or directory (os error 2)`);
+    throw new SpawnError(NOT_FOUND, { detail: `failed to spawn ${program}` });
   }
   const child = nodeSpawn(resolved, args, {
     argv0: request.arg0!,
@@ -147,7 +159,7 @@ function spawnWithNode(program: string, args: string[], request: SpawnRequest): 
   if (child.pid === undefined) {
     // Spawn failures surface later through the 'error' event.
     status.catch(() => {});
-    throw new SpawnError(`failed to spawn ${program}: No such file or directory (os error 2)`);
+    throw new SpawnError(NOT_FOUND, { detail: `failed to spawn ${program}` });
   }
   return {
     pid: child.pid,
@@ -174,7 +186,7 @@ export function resolveTarget(request: SpawnRequest): string[] {
     ? (program.startsWith("/") ? program : `${request.cwd}/${program}`)
     : findInPath(program, lookup);
   if (resolved === null) {
-    throw new SpawnError(`failed to spawn ${program}: No such file or directory (os error 2)`);
+    throw new SpawnError(NOT_FOUND, { detail: `failed to spawn ${program}` });
   }
   if (request.arg0 === undefined || request.arg0 === null) return [resolved, ...args];
   const bash = findInPath("bash", Deno.env.get("PATH") ?? SYSTEM_PATH);

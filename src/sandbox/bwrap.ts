@@ -20,6 +20,7 @@
 import { findInPath } from "../process/spawn.ts";
 import { signalGroup } from "../process/signals.ts";
 import { MINIMAL_PATHS, type SandboxPlan } from "./policy.ts";
+import { seccompProgram } from "./seccomp.ts";
 
 /** Whether this server can sandbox, and if not, why. */
 export interface SandboxSupport {
@@ -27,6 +28,8 @@ export interface SandboxSupport {
   readonly available: boolean;
   /** The bwrap binary. */
   readonly bwrap: string | null;
+  /** The shell that opens the seccomp filter for bwrap. */
+  readonly sh: string | null;
   /** Why not, with the fix. */
   readonly reason: string;
 }
@@ -46,6 +49,7 @@ export function sandboxSupport(): SandboxSupport {
     return (support = {
       available: false,
       bwrap: null,
+      sh: null,
       reason: `sandboxing needs Linux with bubblewrap (this is ${Deno.build.os})`,
     });
   }
@@ -53,11 +57,38 @@ export function sandboxSupport(): SandboxSupport {
     findInPath("bwrap", Deno.env.get("PATH") ?? "/usr/bin:/bin") ||
     findInPath("bwrap", "/usr/bin:/bin:/usr/local/bin");
   if (!bwrap) {
-    return (support = { available: false, bwrap: null, reason: `bwrap not found: ${FIX}` });
+    return (support = {
+      available: false,
+      bwrap: null,
+      sh: null,
+      reason: `bwrap not found: ${FIX}`,
+    });
+  }
+  const sh = findInPath("sh", "/usr/bin:/bin");
+  if (!sh) {
+    return (support = { available: false, bwrap, sh: null, reason: "no /bin/sh on this machine" });
   }
   try {
-    const probe = new Deno.Command(bwrap, {
-      args: [...NAMESPACES, "--unshare-net", "--ro-bind", "/", "/", "--", "/bin/true"],
+    // The whole chain a sandbox uses: shell, filter on descriptor 3, namespaces.
+    const filter = seccompFile("restricted");
+    const seccomp = filter ? ["--seccomp", "3"] : [];
+    const probe = new Deno.Command(sh, {
+      args: [
+        "-c",
+        'exec "$@" 3<"$0"',
+        filter ?? "/dev/null",
+        bwrap,
+        ...NAMESPACES,
+        "--unshare-net",
+        "--ro-bind",
+        "/",
+        "/",
+        ...seccomp,
+        "--",
+        sh,
+        "-c",
+        ":",
+      ],
       stdin: "null",
       stdout: "null",
       stderr: "piped",
@@ -67,6 +98,7 @@ export function sandboxSupport(): SandboxSupport {
       return (support = {
         available: false,
         bwrap,
+        sh,
         reason: `${bwrap} cannot create namespaces here (${why || `exit ${probe.code}`}); ` +
           "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, " +
           "or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) or run as root",
@@ -76,28 +108,52 @@ export function sandboxSupport(): SandboxSupport {
     return (support = {
       available: false,
       bwrap,
+      sh,
       reason: `cannot run ${bwrap}: ${(error as Error).message}; ${FIX}`,
     });
   }
-  return (support = { available: true, bwrap, reason: "" });
+  return (support = { available: true, bwrap, sh, reason: "" });
 }
 
 const NAMESPACES = ["--unshare-user", "--unshare-pid", "--unshare-ipc"];
 
-/** Temporary files the mount plans use, created once per server. */
-let emptyFile: string | null = null;
+/** Files the mount plans and filters use, created once per server in a private directory. */
+let privateDir: string | null = null;
+const files = new Map<string, string>();
+
+function serverFile(name: string, data: Uint8Array, mode: number): string {
+  const existing = files.get(name);
+  if (existing) return existing;
+  if (!privateDir) {
+    const dir = Deno.makeTempDirSync({ prefix: "exec-server-sandbox-" });
+    privateDir = dir;
+    globalThis.addEventListener("unload", () => {
+      try {
+        Deno.removeSync(dir, { recursive: true });
+      } catch { /* gone */ }
+    });
+  }
+  const path = `${privateDir}/${name}`;
+  Deno.writeFileSync(path, data, { mode: 0o600 });
+  Deno.chmodSync(path, mode);
+  files.set(name, path);
+  return path;
+}
 
 /** An empty, unreadable file to mount over files a policy hides. */
 function hiddenFile(): string {
-  if (emptyFile) return emptyFile;
-  const path = Deno.makeTempFileSync({ prefix: "exec-server-hidden-" });
-  Deno.chmodSync(path, 0o000);
-  globalThis.addEventListener("unload", () => {
-    try {
-      Deno.removeSync(path);
-    } catch { /* gone */ }
-  });
-  return (emptyFile = path);
+  return serverFile("hidden", new Uint8Array(), 0o000);
+}
+
+/** An empty file to mount where a missing path must stay uncreatable. */
+function placeholderFile(): string {
+  return serverFile("placeholder", new Uint8Array(), 0o600);
+}
+
+/** The seccomp program for `network`, as a file (null: unknown architecture). */
+function seccompFile(network: SandboxPlan["network"]): string | null {
+  const program = seccompProgram(network);
+  return program ? serverFile(`seccomp-${network}.bpf`, program, 0o400) : null;
 }
 
 /** The bwrap options (before `--`) that build `plan` with `cwd` as working directory. */
@@ -117,27 +173,56 @@ export function bwrapOptions(plan: SandboxPlan, cwd: string): string[] {
         break;
       case "minimal":
         args.push("--tmpfs", "/");
-        for (const path of MINIMAL_PATHS) args.push("--ro-bind-try", path, path);
+        for (const path of MINIMAL_PATHS) {
+          // Merged-/usr systems: /bin, /lib… are symlinks into /usr.
+          let info: Deno.FileInfo;
+          try {
+            info = Deno.lstatSync(path);
+          } catch {
+            continue;
+          }
+          if (info.isSymlink) args.push("--symlink", Deno.readLinkSync(path), path);
+          else args.push("--ro-bind", path, path);
+        }
         break;
       case "empty":
         args.push("--tmpfs", "/");
         break;
     }
     args.push("--dev", "/dev", "--proc", "/proc");
-    const hidden: string[] = [];
+    const readOnly: string[] = [];
     for (const rule of fs.rules) {
-      if (rule.access === "write") args.push("--bind", rule.path, rule.path);
-      else if (rule.access === "read") args.push("--ro-bind", rule.path, rule.path);
-      else if (rule.kind === "file") args.push("--ro-bind", hiddenFile(), rule.path);
-      else {
-        // Traversable only when something inside is mounted again; made
-        // read-only once those mount points exist.
-        const nested = fs.rules.some((r) => r.path.startsWith(`${rule.path}/`));
-        args.push("--perms", nested ? "0111" : "0000", "--tmpfs", rule.path);
-        hidden.push(rule.path);
+      switch (rule.kind) {
+        case "directory":
+          if (rule.access === "write") args.push("--bind", rule.path, rule.path);
+          else if (rule.access === "read") args.push("--ro-bind", rule.path, rule.path);
+          else {
+            // Traversable only when something inside is mounted again; made
+            // read-only once those mount points exist.
+            const nested = fs.rules.some((r) => r.path.startsWith(`${rule.path}/`));
+            args.push("--perms", nested ? "0111" : "0000", "--tmpfs", rule.path);
+            readOnly.push(rule.path);
+          }
+          break;
+        case "file":
+          if (rule.access === "write") args.push("--bind", rule.path, rule.path);
+          else if (rule.access === "read") args.push("--ro-bind", rule.path, rule.path);
+          else args.push("--ro-bind", hiddenFile(), rule.path);
+          break;
+        case "missing-directory":
+          args.push("--perms", rule.access === "none" ? "0000" : "0555", "--tmpfs", rule.path);
+          readOnly.push(rule.path);
+          break;
+        case "missing-file":
+          args.push(
+            "--ro-bind",
+            rule.access === "none" ? hiddenFile() : placeholderFile(),
+            rule.path,
+          );
+          break;
       }
     }
-    for (const path of hidden) args.push("--remount-ro", path);
+    for (const path of readOnly) args.push("--remount-ro", path);
     if (fs.root === "minimal" || fs.root === "empty") args.push("--remount-ro", "/");
   }
   args.push("--cap-drop", "ALL", "--chdir", cwd);
@@ -146,16 +231,81 @@ export function bwrapOptions(plan: SandboxPlan, cwd: string): string[] {
 
 /**
  * The command line that runs `target` (resolved program first) confined by
- * `plan`.
+ * `plan`: bwrap, its seccomp filter opened on descriptor 3 by a shell that
+ * then becomes bwrap (Deno cannot hand a child extra descriptors).
  */
 export function sandboxCommand(
   plan: SandboxPlan,
   cwd: string,
   target: readonly string[],
 ): string[] {
-  const { bwrap } = sandboxSupport();
-  if (!bwrap) throw new Error("bubblewrap is not available");
-  return [bwrap, ...bwrapOptions(plan, cwd), "--", ...target];
+  const { bwrap, sh } = sandboxSupport();
+  if (!bwrap || !sh) throw new Error("bubblewrap is not available");
+  const options = bwrapOptions(plan, cwd);
+  const filter = seccompFile(plan.network);
+  if (!filter) return [bwrap, ...options, "--", ...target];
+  return [
+    sh,
+    "-c",
+    'exec "$@" 3<"$0"',
+    filter,
+    bwrap,
+    ...options,
+    "--seccomp",
+    "3",
+    "--",
+    ...target,
+  ];
+}
+
+/**
+ * Paths on the host that bubblewrap creates as mount points for the plan's
+ * placeholders (missing paths inside writable binds), deepest first.
+ */
+export function createdMountPoints(plan: SandboxPlan): string[] {
+  const fs = plan.fileSystem;
+  if (fs === "unrestricted") return [];
+  const created = new Set<string>();
+  for (const rule of fs.rules) {
+    if (rule.kind !== "missing-directory" && rule.kind !== "missing-file") continue;
+    for (let path = rule.path; path !== "/"; path = path.slice(0, path.lastIndexOf("/")) || "/") {
+      try {
+        Deno.lstatSync(path);
+        break;
+      } catch {
+        created.add(path);
+      }
+    }
+  }
+  return [...created].sort((a, b) => b.length - a.length);
+}
+
+const mountPointUsers = new Map<string, number>();
+
+/**
+ * Keeps the placeholders' host mount points (see
+ * {@linkcode createdMountPoints}) while `running` is pending, then removes
+ * those no other sandbox still uses, if they are still empty.
+ */
+export function holdMountPoints(paths: readonly string[], running: Promise<unknown>): void {
+  if (paths.length === 0) return;
+  for (const path of paths) mountPointUsers.set(path, (mountPointUsers.get(path) ?? 0) + 1);
+  const release = () => {
+    for (const path of paths) {
+      const users = (mountPointUsers.get(path) ?? 1) - 1;
+      if (users > 0) {
+        mountPointUsers.set(path, users);
+        continue;
+      }
+      mountPointUsers.delete(path);
+      try {
+        const info = Deno.lstatSync(path);
+        // Only what bwrap made: an empty directory or an empty file.
+        if (info.isDirectory || (info.isFile && info.size === 0)) Deno.removeSync(path);
+      } catch { /* gone, or not empty: leave it */ }
+    }
+  };
+  running.then(release, release);
 }
 
 /**

@@ -25,7 +25,7 @@
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import { ndjsonConnection } from "../jsonrpc/ndjson.ts";
 import { RpcPeer } from "../jsonrpc/peer.ts";
-import { sandboxCommand } from "./bwrap.ts";
+import { createdMountPoints, holdMountPoints, sandboxCommand } from "./bwrap.ts";
 import { MINIMAL_PATHS, type SandboxPlan, withReadable } from "./policy.ts";
 import { VERSION } from "../version.ts";
 
@@ -92,6 +92,7 @@ class FsWorker {
       stderr: "null",
       detached: true,
     }).spawn();
+    holdMountPoints(createdMountPoints(confined), this.#child.status);
     this.#child.status.then(() => this.onGone(), () => this.onGone());
     this.peer = new RpcPeer(
       ndjsonConnection(this.#child.stdout, this.#child.stdin, { label: "sandbox fs worker" }),

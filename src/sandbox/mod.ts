@@ -6,7 +6,13 @@
  */
 
 import type { FileSystemSandboxContext } from "../protocol/types.ts";
-import { sandboxCommand, sandboxSignaller, sandboxSupport } from "./bwrap.ts";
+import {
+  createdMountPoints,
+  holdMountPoints,
+  sandboxCommand,
+  sandboxSignaller,
+  sandboxSupport,
+} from "./bwrap.ts";
 import { type ResolveContext, resolveSandbox, type SandboxPlan } from "./policy.ts";
 
 export { DenialDetector } from "./denied.ts";
@@ -33,6 +39,11 @@ export interface PreparedSandbox {
   launcher(cwd: string): (target: string[]) => string[];
   /** Signals the confined program of the sandbox whose outer bwrap is `pid`. */
   signaller(pid: number): (signal: Deno.Signal) => boolean;
+  /**
+   * Call right after the launch with the sandbox's exit: placeholder mount
+   * points bubblewrap creates on the host are removed once it has ended.
+   */
+  hold(running: Promise<unknown>): void;
 }
 
 /**
@@ -51,9 +62,11 @@ export function prepareSandbox(
   if (!support.available) {
     throw new SandboxUnavailableError(`sandbox requested but unavailable: ${support.reason}`);
   }
+  const mountPoints = createdMountPoints(plan);
   return {
     plan,
     launcher: (cwd) => (target) => sandboxCommand(plan, cwd, target),
     signaller: sandboxSignaller,
+    hold: (running) => holdMountPoints(mountPoints, running),
   };
 }

@@ -1,8 +1,23 @@
 /**
  * From a `sandbox` request to a mount plan: every entry resolved to real
  * paths (symlinks followed, workspace roots and `TMPDIR` filled in, globs
- * expanded) with one access per path, the most permissive when entries
- * overlap, in the order bubblewrap must mount them (outer before inner).
+ * expanded) with one access per path, in the order bubblewrap must mount
+ * them (outer before inner).
+ *
+ * The rules, as the reference applies them (found by experiment against
+ * codex 0.169.0; the README's sandbox section lists them):
+ *
+ * - Overlapping entries for one path: `none` wins, then `write`, then
+ *   `read`.
+ * - Every writable directory named by a non-glob entry keeps its `.git`,
+ *   `.agents`, `.aws` and `.codex` read-only (a Git pointer file's
+ *   `gitdir:` target too), unless an entry names that path itself. Missing
+ *   ones are mounted as read-only empty placeholders, so sandboxed code
+ *   cannot create them (a planted `.codex/config.toml` or `.git/hooks`
+ *   would run outside the sandbox later).
+ * - A `read` or `none` entry whose path is missing but would be creatable
+ *   (it lies in a writable area) becomes a placeholder too; a missing path
+ *   elsewhere needs nothing (it cannot be created).
  *
  * Resolution happens at spawn time, on the host, so a path that changes
  * afterwards changes nothing: bubblewrap mounts what was resolved, and a
@@ -12,7 +27,7 @@
  */
 
 import { globSync } from "node:fs";
-import { isAbsolute, join, normalize, resolve } from "node:path";
+import { dirname, isAbsolute, join, normalize, resolve } from "node:path";
 import type { FileSystemSandboxContext, SandboxAccess, SandboxEntry } from "../protocol/types.ts";
 
 /** What a mount grants. */
@@ -24,8 +39,11 @@ export interface MountRule {
   readonly path: string;
   /** What the sandboxed code may do there. */
   readonly access: MountAccess;
-  /** What is there on the host. */
-  readonly kind: "directory" | "file";
+  /**
+   * What is there on the host. `missing-directory`/`missing-file`: nothing
+   * yet; an empty read-only placeholder of that kind is mounted.
+   */
+  readonly kind: "directory" | "file" | "missing-directory" | "missing-file";
 }
 
 /** How the sandbox's `/` starts out before the rules apply. */
@@ -46,7 +64,7 @@ export interface SandboxPlan {
     readonly root: RootBase;
     readonly rules: readonly MountRule[];
   };
-  /** `restricted`: an own network namespace with loopback only. */
+  /** `restricted`: no network (own namespace, socket calls refused). */
   readonly network: "restricted" | "enabled";
   /** The plan as a string: equal keys build equal sandboxes. */
   readonly key: string;
@@ -55,7 +73,11 @@ export interface SandboxPlan {
 /** The system directories a `minimal` entry makes readable. */
 export const MINIMAL_PATHS: readonly string[] = ["/bin", "/etc", "/lib", "/lib64", "/sbin", "/usr"];
 
-const RANK: Record<MountAccess, number> = { none: 0, read: 1, write: 2 };
+/** Names kept read-only inside every writable root. */
+export const PROTECTED_NAMES: readonly string[] = [".git", ".agents", ".aws", ".codex"];
+
+/** Precedence when entries name the same path. */
+const RANK: Record<MountAccess, number> = { read: 1, write: 2, none: 3 };
 
 function mountAccess(access: SandboxAccess): MountAccess {
   return access === "deny" ? "none" : access;
@@ -69,11 +91,15 @@ export interface ResolveContext {
   readonly env: Readonly<Record<string, string>>;
 }
 
+/** `path` with symlinks resolved as far as it exists (a missing tail is kept). */
 function canonical(path: string): string {
+  const normalized = normalize(path);
   try {
-    return Deno.realPathSync(path);
+    return Deno.realPathSync(normalized);
   } catch {
-    return normalize(path);
+    const parent = dirname(normalized);
+    if (parent === normalized) return normalized;
+    return join(canonical(parent), normalized.slice(parent.length + (parent === "/" ? 0 : 1)));
   }
 }
 
@@ -86,22 +112,28 @@ function below(base: string, subpath: string | null | undefined): string | null 
   return join(base, normalized);
 }
 
+interface EntryPaths {
+  readonly paths: string[];
+  /** Named directly (not by a glob): its writable directories get protected names. */
+  readonly direct: boolean;
+}
+
 function entryPaths(
   entry: SandboxEntry,
   roots: readonly string[],
   base: string,
   env: Readonly<Record<string, string>>,
-): string[] | "minimal" {
+): EntryPaths | "minimal" {
   const path = entry.path;
   switch (path.type) {
     case "path":
-      return [path.path];
+      return { paths: [path.path], direct: true };
     case "glob_pattern": {
       const pattern = isAbsolute(path.pattern) ? path.pattern : join(base, path.pattern);
       try {
-        return globSync(pattern).map((match) => resolve(base, match));
+        return { paths: globSync(pattern).map((match) => resolve(base, match)), direct: false };
       } catch {
-        return [];
+        return { paths: [], direct: false };
       }
     }
     case "special": {
@@ -127,7 +159,8 @@ function entryPaths(
           bases = [];
           break;
       }
-      return bases.map((b) => below(b, subpath)).filter((p): p is string => p !== null);
+      const paths = bases.map((b) => below(b, subpath)).filter((p): p is string => p !== null);
+      return { paths, direct: true };
     }
   }
 }
@@ -150,58 +183,126 @@ export function resolveSandbox(
     canonical,
   );
   const base = sandbox.cwd ?? sandbox.policyContext?.cwd ?? context.cwd;
-  const byPath = new Map<string, MountRule>();
+  const requested = new Map<string, MountAccess>();
+  const directWrites = new Set<string>();
   let minimal = false;
   for (const entry of permissions.file_system.entries) {
-    const paths = entryPaths(entry, roots, base, context.env);
-    if (paths === "minimal") {
-      if (mountAccess(entry.access) !== "none") minimal = true;
+    const resolved = entryPaths(entry, roots, base, context.env);
+    const access = mountAccess(entry.access);
+    if (resolved === "minimal") {
+      if (access !== "none") minimal = true;
       continue;
     }
-    const access = mountAccess(entry.access);
-    for (const raw of paths) addRule(byPath, canonical(raw), access);
+    for (const raw of resolved.paths) {
+      const path = canonical(raw);
+      const previous = requested.get(path);
+      if (!previous || RANK[access] > RANK[previous]) requested.set(path, access);
+      if (resolved.direct && access === "write") directWrites.add(path);
+    }
   }
-  return buildPlan(byPath, minimal, network);
+  // Protected names inside writable roots, unless named explicitly.
+  for (const root of directWrites) {
+    if (requested.get(root) !== "write" || kindOf(root) !== "directory") continue;
+    for (const name of PROTECTED_NAMES) {
+      const path = join(root, name);
+      if (requested.has(path)) continue;
+      requested.set(path, "read");
+      if (name === ".git") {
+        const target = gitdirTarget(path);
+        if (target && !requested.has(target)) requested.set(target, "read");
+      }
+    }
+  }
+  const slash = requested.get("/");
+  requested.delete("/");
+  const rootBase: RootBase = slash === "read" || slash === "write"
+    ? slash
+    : (minimal ? "minimal" : "empty");
+  return buildPlan(rootBase, rulesFor(requested, rootBase), network);
+}
+
+/** The plan's rules for `requested` paths on top of `root`: placeholders where needed, outer first. */
+function rulesFor(requested: Map<string, MountAccess>, root: RootBase): MountRule[] {
+  const rules: MountRule[] = [];
+  const sorted = [...requested].sort(([a], [b]) => depth(a) - depth(b) || (a < b ? -1 : 1));
+  for (const [path, access] of sorted) {
+    const kind = kindOf(path);
+    if (kind !== "missing") {
+      rules.push({ path, access, kind });
+      continue;
+    }
+    // A missing path matters only where it could be created.
+    if (access === "write" || effectiveAccess(rules, root, path) !== "write") continue;
+    rules.push({
+      path,
+      access,
+      kind: PROTECTED_NAMES.includes(path.slice(path.lastIndexOf("/") + 1))
+        ? "missing-directory"
+        : "missing-file",
+    });
+  }
+  return rules;
+}
+
+/** What the plan so far grants at `path` (the deepest enclosing rule, else the root). */
+function effectiveAccess(rules: readonly MountRule[], root: RootBase, path: string): MountAccess {
+  let best: MountRule | null = null;
+  for (const rule of rules) {
+    if (path.startsWith(`${rule.path}/`) && (!best || rule.path.length > best.path.length)) {
+      best = rule;
+    }
+  }
+  // Inside a file or a placeholder nothing can be created.
+  if (best) return best.kind === "directory" ? best.access : "read";
+  return root === "write" ? "write" : "read";
+}
+
+function depth(path: string): number {
+  return path.split("/").length;
+}
+
+function kindOf(path: string): "directory" | "file" | "missing" {
+  try {
+    return Deno.statSync(path).isDirectory ? "directory" : "file";
+  } catch {
+    return "missing";
+  }
+}
+
+/** The directory a `.git` pointer file (`gitdir: PATH`, worktrees) names, canonical. */
+function gitdirTarget(dotGit: string): string | null {
+  let text: string;
+  try {
+    if (!Deno.lstatSync(dotGit).isFile) return null;
+    text = Deno.readTextFileSync(dotGit);
+  } catch {
+    return null;
+  }
+  const match = /^gitdir:\s*(.+?)\s*$/m.exec(text);
+  if (!match) return null;
+  return canonical(resolve(dirname(dotGit), match[1]!));
 }
 
 function buildPlan(
-  byPath: Map<string, MountRule>,
-  minimal: boolean,
+  root: RootBase,
+  rules: readonly MountRule[],
   network: SandboxPlan["network"],
 ): SandboxPlan {
-  const slash = byPath.get("/");
-  byPath.delete("/");
-  const granted = slash && slash.access !== "none" ? slash.access : null;
-  const root: RootBase = granted ?? (minimal ? "minimal" : "empty");
-  const depth = (p: string) => p.split("/").length;
-  const rules = [...byPath.values()].sort((a, b) =>
-    depth(a.path) - depth(b.path) || (a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
-  );
   return { fileSystem: { root, rules }, network, key: JSON.stringify([root, rules, network]) };
 }
 
-function addRule(byPath: Map<string, MountRule>, path: string, access: MountAccess): void {
-  let kind: MountRule["kind"];
-  try {
-    kind = Deno.statSync(path).isDirectory ? "directory" : "file";
-  } catch {
-    // Missing: nothing to mount, and nothing the sandbox could reach
-    // through it that the enclosing rule does not already decide.
-    return;
-  }
-  const previous = byPath.get(path);
-  if (previous && RANK[previous.access] >= RANK[access]) return;
-  byPath.set(path, { path, access, kind });
-}
-
 /**
- * `plan` with `paths` readable too, unless `/` already is (what a helper
- * running inside the sandbox needs to start).
+ * `plan` with the system directories (as `minimal` grants them) and `paths`
+ * readable too, unless `/` already is: what a helper program running
+ * inside the sandbox needs to start.
  */
 export function withReadable(plan: SandboxPlan, paths: readonly string[]): SandboxPlan {
   const fs = plan.fileSystem;
   if (fs === "unrestricted" || fs.root === "read" || fs.root === "write") return plan;
-  const byPath = new Map(fs.rules.map((rule) => [rule.path, rule]));
-  for (const path of paths) addRule(byPath, canonical(path), "read");
-  return buildPlan(byPath, fs.root === "minimal", plan.network);
+  const requested = new Map(fs.rules.map((rule) => [rule.path, rule.access]));
+  for (const path of paths) {
+    const real = canonical(path);
+    if (!requested.has(real)) requested.set(real, "read");
+  }
+  return buildPlan("minimal", rulesFor(requested, "minimal"), plan.network);
 }

@@ -136,7 +136,8 @@ export function ptyBackend(): { backend: PtyBackend | null; reason: string } {
         }).spawn();
       } catch (error) {
         pty.close();
-        throw new SpawnError(`failed to spawn ${program}: ${(error as Error).message}`, {
+        throw new SpawnError((error as Error).message, {
+          detail: `failed to spawn ${program}`,
           cause: error,
         });
       }

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { RpcError } from "../../jsonrpc/errors.ts";
+import { RpcError } from "../../jsonrpc/errors.ts";
 import { computeChildEnv } from "../../process/env_policy.ts";
 import { ManagedProcess, StdinWriteError } from "../../process/managed_process.ts";
 import { spawnChild, type SpawnedChild, SpawnError } from "../../process/spawn.ts";
@@ -19,7 +19,7 @@ import {
   processTerminateParams,
   processWriteParams,
 } from "../../protocol/decoders.ts";
-import { internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
+import { ErrorCode, internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
 import { ptyBackend } from "../../process/pty/spawn_pty.ts";
 import { signalGroup } from "../../process/signals.ts";
 import { Method } from "../../protocol/methods.ts";
@@ -96,6 +96,7 @@ export const defaultStarter: ChildStarter = (request) => {
       request.rows,
       request.cols,
     );
+    request.sandbox?.hold(child.status);
     return {
       child,
       tty: true,
@@ -112,6 +113,7 @@ export const defaultStarter: ChildStarter = (request) => {
     stdin: request.pipeStdin ? "piped" : "null",
     ...launcher,
   });
+  request.sandbox?.hold(child.status);
   return {
     child,
     tty: false,
@@ -209,7 +211,12 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
           cols: p.cols ?? 80,
         });
       } catch (error) {
-        if (error instanceof SpawnError) throw internalError(error.message, error);
+        if (error instanceof SpawnError) {
+          throw new RpcError(ErrorCode.InternalError, error.message, {
+            cause: error,
+            ...(error.detail !== undefined ? { logDetail: error.detail } : {}),
+          });
+        }
         throw error;
       }
       const process = new ManagedProcess({
