@@ -112,7 +112,7 @@ Deno.test("classification: requests, notifications, responses, errors and non-me
   assertEquals(classifyMessage({ id: 5 }), "missing field `error`");
   assertEquals(
     classifyMessage({ id: 1, method: 5 }),
-    "invalid type: integer `5`, expected a string",
+    "invalid type: number, expected a string",
   );
   // "jsonrpc" is ignored on input, whatever its value.
   assertEquals(classifyMessage({ jsonrpc: "1.0", id: 2, method: "m" }), { id: 2, method: "m" });

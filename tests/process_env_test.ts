@@ -99,14 +99,14 @@ Deno.test("env: exactly the requested variables without a policy; secrets never 
   const bad = await startProcess(c, "bad", ["true"], { envPolicy: { inherit: "all" } });
   assertEquals(bad.error, {
     code: -32602,
-    message: "missing field `ignoreDefaultExcludes` at `envPolicy`",
+    message: "missing field `ignoreDefaultExcludes`",
   });
   const badInherit = await startProcess(c, "bad2", ["true"], {
     envPolicy: policy({ inherit: "some" }),
   });
   assertEquals(badInherit.error, {
     code: -32602,
-    message: "unknown variant `some`, expected one of `core`, `all`, `none` at `envPolicy.inherit`",
+    message: "unknown variant `some`, expected one of `core`, `all`, `none`",
   });
 });
 

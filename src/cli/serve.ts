@@ -36,6 +36,8 @@ export interface ServeConfig {
   readonly concurrency: number;
   /** Exit when stdin closes (WebSocket mode). */
   readonly exitOnStdinClose: boolean;
+  /** PID namespace of sandboxed processes. */
+  readonly sandboxPidNamespace: "isolate" | "inherit";
   /** Log threshold. */
   readonly logLevel: LogLevel;
   /** How upgrades are authenticated (resolved lazily: token digests are async). */
@@ -71,6 +73,9 @@ Options:
   --concurrent-requests <N>         requests handled at once per connection (default 32)
   --exit-on-stdin-close             exit when stdin closes (env CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE)
   --log-level <LEVEL>               error, warn, info, debug, trace (default info)
+  --linux-sandbox-pid-namespace <MODE>
+                                    sandboxed processes: isolate (own PID namespace, default)
+                                    or inherit (can signal other same-user processes)
   --process-retention <DURATION>    keep closed processes readable this long (default 80s)
   --session-ttl <DURATION>          keep detached sessions resumable this long (default 80s)
   --http-body-limit <SIZE>          cap on buffered http/request bodies (default 256M)
@@ -154,6 +159,7 @@ export function parseServeArgs(
         "environment-id": { type: "string" },
         name: { type: "string" },
         "registration-bearer-stdin": { type: "boolean" },
+        "linux-sandbox-pid-namespace": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -257,8 +263,17 @@ export function parseServeArgs(
     );
   }
 
+  const pidNamespace = v["linux-sandbox-pid-namespace"] ?? "isolate";
+  if (pidNamespace !== "isolate" && pidNamespace !== "inherit") {
+    throw new UsageError(
+      `invalid value '${pidNamespace}' for '--linux-sandbox-pid-namespace <MODE>': expected isolate or inherit`,
+      2,
+    );
+  }
+
   return {
     listen,
+    sandboxPidNamespace: pidNamespace,
     concurrency: v["concurrent-requests"] === undefined
       ? 32
       : parsePositiveInt("concurrent-requests <COUNT>", v["concurrent-requests"]),
@@ -317,6 +332,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
     ...(proxy ? { managedNetwork: proxy } : {}),
     concurrency: config.concurrency,
     processRetentionMs: config.processRetentionMs,
+    sandboxPidNamespace: config.sandboxPidNamespace,
     sessionTtlMs: config.sessionTtlMs,
     httpBodyLimitBytes: config.httpBodyLimitBytes,
     logger,

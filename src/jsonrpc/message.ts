@@ -149,13 +149,16 @@ const I64_MIN = -(2n ** 63n);
 const I64_MAX = 2n ** 63n - 1n;
 const ID_MISMATCH = "data did not match any variant of untagged enum RequestId";
 
-function describeType(v: unknown): string {
+/**
+ * How the reference (serde over arbitrary-precision JSON values) names an
+ * unexpected value in `invalid type: …, expected …`.
+ */
+export function describeJsonType(v: unknown): string {
   if (v === null) return "null";
+  if (v === undefined) return "unit";
   if (Array.isArray(v)) return "sequence";
   if (typeof v === "object") return "map";
-  if (typeof v === "number") {
-    return Number.isInteger(v) ? `integer \`${v}\`` : `floating point \`${v}\``;
-  }
+  if (typeof v === "number" || typeof v === "bigint") return "number";
   if (typeof v === "string") return `string ${JSON.stringify(v)}`;
   if (typeof v === "boolean") return `boolean \`${v}\``;
   return typeof v;
@@ -196,7 +199,7 @@ export function classifyMessage(
   }
   if ("method" in obj) {
     if (typeof obj.method !== "string") {
-      return `invalid type: ${describeType(obj.method)}, expected a string`;
+      return `invalid type: ${describeJsonType(obj.method)}, expected a string`;
     }
     const msg: { id?: RequestId; method: string; params?: unknown; trace?: TraceContext } = {
       method: obj.method,
@@ -215,7 +218,7 @@ export function classifyMessage(
   if ("error" in obj) {
     const e = obj.error;
     if (e === null || typeof e !== "object" || Array.isArray(e)) {
-      return `invalid type: ${describeType(e)}, expected struct JSONRPCErrorError`;
+      return `invalid type: ${describeJsonType(e)}, expected struct JSONRPCErrorError`;
     }
     const eo = e as Record<string, unknown>;
     if (typeof eo.code !== "number" || !Number.isInteger(eo.code)) {

@@ -66,6 +66,14 @@ export interface ManagedProcessOptions {
   /** The child's terminal, when it runs on one. */
   readonly terminal?: { resize(rows: number, cols: number): void };
   /**
+   * Signals the program confined in a sandbox (the child is the sandbox
+   * around it). `terminate`'s polite SIGTERM goes there instead of to the
+   * child's group (which would end the sandbox before the program could
+   * clean up), and its SIGKILL reaches it too (a sandbox sharing the
+   * server's PID namespace does not take its processes down with it).
+   */
+  readonly confined?: (signal: Deno.Signal) => boolean;
+  /**
    * Sees all output and decides `sandboxDenied` (sandboxed children). With
    * it, the exit is reported once all output is in, so the verdict covers
    * every byte.
@@ -113,6 +121,7 @@ export class ManagedProcess {
   #maxWriteIds: number;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #signal: (signal: Deno.Signal) => boolean;
+  #confined: ((signal: Deno.Signal) => boolean) | null;
   #terminal: { resize(rows: number, cols: number): void } | null;
   #denial: DenialObserver | null;
   #sandboxDenied = false;
@@ -128,6 +137,7 @@ export class ManagedProcess {
     this.#maxWriteIds = options.maxWriteIds ?? 4096;
     this.#signal = options.signal ?? ((sig) => signalGroup(this.pid, sig));
     this.#terminal = options.terminal ?? null;
+    this.#confined = options.confined ?? null;
     this.#stdin = options.child.stdin ? options.child.stdin.getWriter() : null;
     this.#stdinState = this.#stdin ? "open" : "none";
     this.#stdin?.closed.catch(() => {});
@@ -162,6 +172,7 @@ export class ManagedProcess {
         // The leader is gone; anything left in its group was asked to die.
         clearTimeout(this.#graceTimer);
         this.#graceTimer = undefined;
+        this.#confined?.("SIGKILL");
         signalGroup(this.pid, "SIGKILL");
       }
       if (this.#stdinState === "open") {
@@ -355,16 +366,21 @@ export class ManagedProcess {
   terminate(graceMs = 0): boolean {
     if (this.exited) return false;
     if (graceMs > 0) {
-      this.#signalTree("SIGTERM");
+      if (!this.#confined?.("SIGTERM")) this.#signalTree("SIGTERM");
       clearTimeout(this.#graceTimer);
       this.#graceTimer = setTimeout(() => {
         this.#graceTimer = undefined;
-        this.#signalTree("SIGKILL");
+        this.#kill();
       }, graceMs);
     } else {
-      this.#signalTree("SIGKILL");
+      this.#kill();
     }
     return true;
+  }
+
+  #kill(): void {
+    this.#confined?.("SIGKILL");
+    this.#signalTree("SIGKILL");
   }
 
   /**
@@ -376,7 +392,7 @@ export class ManagedProcess {
       this.#disposed = true;
       clearTimeout(this.#graceTimer);
       this.#graceTimer = undefined;
-      this.#signalTree("SIGKILL");
+      this.#kill();
       this.#sink = null;
       this.log.releaseRoom();
       for (const reader of this.#readers) reader.cancel().catch(() => {});

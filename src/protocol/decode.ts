@@ -1,22 +1,24 @@
 /**
  * Typed, strict decoding of untrusted params.
  *
- * Messages follow the wording of the reference server (`missing field
- * \`argv\``, `invalid type: integer \`5\`, expected a string`, `unknown variant
- * \`kill\`, expected \`interrupt\``) and add where the problem is
- * (`at \`envPolicy.inherit\``). There is no coercion; unknown members are
- * ignored; struct params may also be given positionally as an array.
+ * Messages are the reference server's, word for word (`missing field
+ * \`argv\``, `invalid type: number, expected a string`, `unknown variant
+ * \`kill\`, expected \`interrupt\``): Codex copies them into its model's
+ * context. Where the problem is (`envPolicy.inherit`) goes to the log only.
+ * There is no coercion; unknown members are ignored; struct params may also
+ * be given positionally as an array.
  *
  * @module
  */
 
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
+import { describeJsonType } from "../jsonrpc/message.ts";
 
 /** A decoding failure; becomes a `-32602` error. */
 export class DecodeError extends RpcError {
   /** Creates the error; `path` locates the offending member. */
   constructor(readonly detail: string, readonly path: string) {
-    super(JsonRpcCode.InvalidParams, path ? `${detail} at \`${path}\`` : detail);
+    super(JsonRpcCode.InvalidParams, detail, path ? { logDetail: `at \`${path}\`` } : undefined);
     this.name = "DecodeError";
   }
 }
@@ -30,19 +32,7 @@ export interface Decoder<T> {
 }
 
 /** How serde describes an unexpected value. */
-export function describe(value: unknown): string {
-  if (value === null) return "null";
-  if (value === undefined) return "unit";
-  if (Array.isArray(value)) return "sequence";
-  if (typeof value === "object") return "map";
-  if (typeof value === "string") return `string ${JSON.stringify(value)}`;
-  if (typeof value === "boolean") return `boolean \`${value}\``;
-  if (typeof value === "bigint") return `integer \`${value}\``;
-  if (typeof value === "number") {
-    return Number.isInteger(value) ? `integer \`${value}\`` : `floating point \`${value}\``;
-  }
-  return typeof value;
-}
+export const describe: (value: unknown) => string = describeJsonType;
 
 function typeError(value: unknown, expected: string, path: string): never {
   throw new DecodeError(`invalid type: ${describe(value)}, expected ${expected}`, path);
@@ -73,20 +63,27 @@ export const boolean: Decoder<boolean> = (v, path) =>
 function unsigned(max: number, name: string): Decoder<number> {
   return (v, path) => {
     if (typeof v === "bigint") {
-      if (v < 0n) throw new DecodeError("invalid number", path);
+      if (v < 0n || v > 0xffff_ffff_ffff_ffffn) throw new DecodeError("invalid number", path);
+      if (max < Number.MAX_SAFE_INTEGER) {
+        throw new DecodeError(`invalid value: integer \`${v}\`, expected ${name}`, path);
+      }
       // Larger than any meaningful offset or duration: clamp.
       return Number.MAX_SAFE_INTEGER;
     }
     if (typeof v !== "number") typeError(v, name, path);
-    if (!Number.isInteger(v)) typeError(v, name, path);
-    if (v < 0) throw new DecodeError("invalid number", path);
+    // Negative, fractional or beyond 64 bits: not a u64 at all.
+    if (!Number.isInteger(v) || v < 0 || v >= 2 ** 64) {
+      throw new DecodeError("invalid number", path);
+    }
     if (v > max) throw new DecodeError(`invalid value: integer \`${v}\`, expected ${name}`, path);
-    return v;
+    return Math.min(v, Number.MAX_SAFE_INTEGER);
   };
 }
 
 /** A non-negative integer (values beyond 2^53 are clamped). */
 export const u64: Decoder<number> = unsigned(Number.MAX_SAFE_INTEGER, "u64");
+/** A non-negative integer the reference reads as `usize` (its errors say so). */
+export const usize: Decoder<number> = unsigned(Number.MAX_SAFE_INTEGER, "usize");
 /** A 32-bit unsigned integer. */
 export const u32: Decoder<number> = unsigned(0xffff_ffff, "u32");
 /** A 16-bit unsigned integer. */

@@ -24,6 +24,7 @@ import {
   u64,
   unit,
   unknownValue,
+  usize,
   variant,
   withDefault,
 } from "./decode.ts";
@@ -305,7 +306,7 @@ export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
 export const processReadParams = struct<ProcessReadParams>("ReadParams", {
   processId: string,
   afterSeq: optional(u64),
-  maxBytes: optional(u64),
+  maxBytes: optional(usize),
   waitMs: optional(u64),
 });
 
@@ -432,7 +433,7 @@ export const fsOpenParams = struct<Sandboxed<FsOpenParams>>(
 export const fsReadBlockParams = struct<FsReadBlockParams>("ReadBlockParams", {
   handleId: string,
   offset: u64,
-  len: u64,
+  len: usize,
 });
 
 /** `fs/writeBlock`. */
@@ -446,9 +447,9 @@ export const fsWriteBlockParams = struct<DecodedFsWriteBlock>("WriteBlockParams"
 export const fsCloseParams = struct<FsCloseParams>("CloseParams", { handleId: string });
 
 const walkOptions = struct<FsWalkOptions>("WalkOptions", {
-  maxDepth: u64,
-  maxDirectories: u64,
-  maxEntries: u64,
+  maxDepth: usize,
+  maxDirectories: usize,
+  maxEntries: usize,
   followDirectorySymlinks: boolean,
   pruneHiddenDirectories: boolean,
 });

@@ -20,7 +20,10 @@
 import { findInPath } from "../process/spawn.ts";
 import { signalGroup } from "../process/signals.ts";
 import { MINIMAL_PATHS, type SandboxPlan } from "./policy.ts";
+import { isHeldMountPoint } from "./mount_points.ts";
 import { seccompProgram } from "./seccomp.ts";
+
+export { holdMountPoints } from "./mount_points.ts";
 
 /** Whether this server can sandbox, and if not, why. */
 export interface SandboxSupport {
@@ -53,15 +56,18 @@ export function sandboxSupport(): SandboxSupport {
       reason: `sandboxing needs Linux with bubblewrap (this is ${Deno.build.os})`,
     });
   }
-  const bwrap = Deno.env.get("EXEC_SERVER_BWRAP") ||
-    findInPath("bwrap", Deno.env.get("PATH") ?? "/usr/bin:/bin") ||
-    findInPath("bwrap", "/usr/bin:/bin:/usr/local/bin");
+  const configured = Deno.env.get("EXEC_SERVER_BWRAP");
+  const bwrap = configured
+    ? (isExecutable(configured) ? configured : null)
+    : findInPath("bwrap", Deno.env.get("PATH") ?? "/usr/bin:/bin") ||
+      findInPath("bwrap", "/usr/bin:/bin:/usr/local/bin");
   if (!bwrap) {
+    const where = configured ? ` at ${configured} (EXEC_SERVER_BWRAP)` : "";
     return (support = {
       available: false,
       bwrap: null,
       sh: null,
-      reason: `bwrap not found: ${FIX}`,
+      reason: `bwrap not found${where}: ${FIX}`,
     });
   }
   const sh = findInPath("sh", "/usr/bin:/bin");
@@ -79,6 +85,7 @@ export function sandboxSupport(): SandboxSupport {
         filter ?? "/dev/null",
         bwrap,
         ...NAMESPACES,
+        "--unshare-pid",
         "--unshare-net",
         "--ro-bind",
         "/",
@@ -115,7 +122,19 @@ export function sandboxSupport(): SandboxSupport {
   return (support = { available: true, bwrap, sh, reason: "" });
 }
 
-const NAMESPACES = ["--unshare-user", "--unshare-pid", "--unshare-ipc"];
+function isExecutable(path: string): boolean {
+  try {
+    const info = Deno.statSync(path);
+    return info.isFile && ((info.mode ?? 0) & 0o111) !== 0;
+  } catch {
+    return false;
+  }
+}
+
+const NAMESPACES = ["--unshare-user", "--unshare-ipc"];
+
+/** `isolate`: an own PID namespace; `inherit`: the server's. */
+export type PidNamespace = "isolate" | "inherit";
 
 /** Files the mount plans and filters use, created once per server in a private directory. */
 let privateDir: string | null = null;
@@ -157,8 +176,13 @@ function seccompFile(network: SandboxPlan["network"]): string | null {
 }
 
 /** The bwrap options (before `--`) that build `plan` with `cwd` as working directory. */
-export function bwrapOptions(plan: SandboxPlan, cwd: string): string[] {
+export function bwrapOptions(
+  plan: SandboxPlan,
+  cwd: string,
+  pidNamespace: PidNamespace = "isolate",
+): string[] {
   const args = ["--new-session", "--die-with-parent", ...NAMESPACES];
+  if (pidNamespace === "isolate") args.push("--unshare-pid");
   if (plan.network === "restricted") args.push("--unshare-net");
   const fs = plan.fileSystem;
   if (fs === "unrestricted") {
@@ -214,11 +238,8 @@ export function bwrapOptions(plan: SandboxPlan, cwd: string): string[] {
           readOnly.push(rule.path);
           break;
         case "missing-file":
-          args.push(
-            "--ro-bind",
-            rule.access === "none" ? hiddenFile() : placeholderFile(),
-            rule.path,
-          );
+          // As the reference: an empty file, whatever the access.
+          args.push("--ro-bind", placeholderFile(), rule.path);
           break;
       }
     }
@@ -238,10 +259,11 @@ export function sandboxCommand(
   plan: SandboxPlan,
   cwd: string,
   target: readonly string[],
+  pidNamespace: PidNamespace = "isolate",
 ): string[] {
   const { bwrap, sh } = sandboxSupport();
   if (!bwrap || !sh) throw new Error("bubblewrap is not available");
-  const options = bwrapOptions(plan, cwd);
+  const options = bwrapOptions(plan, cwd, pidNamespace);
   const filter = seccompFile(plan.network);
   if (!filter) return [bwrap, ...options, "--", ...target];
   return [
@@ -260,7 +282,9 @@ export function sandboxCommand(
 
 /**
  * Paths on the host that bubblewrap creates as mount points for the plan's
- * placeholders (missing paths inside writable binds), deepest first.
+ * placeholders (missing paths inside writable binds, or ones another
+ * sandbox created and still holds), deepest first: pass them to
+ * {@linkcode holdMountPoints}.
  */
 export function createdMountPoints(plan: SandboxPlan): string[] {
   const fs = plan.fileSystem;
@@ -269,6 +293,10 @@ export function createdMountPoints(plan: SandboxPlan): string[] {
   for (const rule of fs.rules) {
     if (rule.kind !== "missing-directory" && rule.kind !== "missing-file") continue;
     for (let path = rule.path; path !== "/"; path = path.slice(0, path.lastIndexOf("/")) || "/") {
+      if (isHeldMountPoint(path)) {
+        created.add(path);
+        continue;
+      }
       try {
         Deno.lstatSync(path);
         break;
@@ -278,34 +306,6 @@ export function createdMountPoints(plan: SandboxPlan): string[] {
     }
   }
   return [...created].sort((a, b) => b.length - a.length);
-}
-
-const mountPointUsers = new Map<string, number>();
-
-/**
- * Keeps the placeholders' host mount points (see
- * {@linkcode createdMountPoints}) while `running` is pending, then removes
- * those no other sandbox still uses, if they are still empty.
- */
-export function holdMountPoints(paths: readonly string[], running: Promise<unknown>): void {
-  if (paths.length === 0) return;
-  for (const path of paths) mountPointUsers.set(path, (mountPointUsers.get(path) ?? 0) + 1);
-  const release = () => {
-    for (const path of paths) {
-      const users = (mountPointUsers.get(path) ?? 1) - 1;
-      if (users > 0) {
-        mountPointUsers.set(path, users);
-        continue;
-      }
-      mountPointUsers.delete(path);
-      try {
-        const info = Deno.lstatSync(path);
-        // Only what bwrap made: an empty directory or an empty file.
-        if (info.isDirectory || (info.isFile && info.size === 0)) Deno.removeSync(path);
-      } catch { /* gone, or not empty: leave it */ }
-    }
-  };
-  running.then(release, release);
 }
 
 /**
@@ -341,9 +341,17 @@ function parentOf(pid: number): number | null {
  */
 export function sandboxSignaller(bwrapPid: number): (signal: Deno.Signal) => boolean {
   let reaper: number | null = null;
+  let last: number | null = null;
   return (signal) => {
     reaper = sandboxReaper(bwrapPid, reaper);
+    if (reaper !== null) last = reaper;
     if (reaper !== null && signalGroup(reaper, signal)) return true;
+    // bwrap is gone: the program's group may outlive it when the sandbox
+    // shares the server's PID namespace. The group id cannot have been
+    // reused while any member is alive, so a final SIGKILL may still go there.
+    if (reaper === null && last !== null && signal === "SIGKILL" && signalGroup(last, signal)) {
+      return true;
+    }
     return signalGroup(bwrapPid, signal);
   };
 }

@@ -9,6 +9,7 @@ import type { FileSystemSandboxContext } from "../protocol/types.ts";
 import {
   createdMountPoints,
   holdMountPoints,
+  type PidNamespace,
   sandboxCommand,
   sandboxSignaller,
   sandboxSupport,
@@ -54,6 +55,7 @@ export interface PreparedSandbox {
 export function prepareSandbox(
   sandbox: FileSystemSandboxContext | null | undefined,
   context: ResolveContext,
+  pidNamespace: PidNamespace = "isolate",
 ): PreparedSandbox | null {
   if (!sandbox) return null;
   const plan = resolveSandbox(sandbox, context);
@@ -65,7 +67,7 @@ export function prepareSandbox(
   const mountPoints = createdMountPoints(plan);
   return {
     plan,
-    launcher: (cwd) => (target) => sandboxCommand(plan, cwd, target),
+    launcher: (cwd) => (target) => sandboxCommand(plan, cwd, target, pidNamespace),
     signaller: sandboxSignaller,
     hold: (running) => holdMountPoints(mountPoints, running),
   };

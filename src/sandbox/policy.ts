@@ -29,6 +29,7 @@
 import { globSync } from "node:fs";
 import { dirname, isAbsolute, join, normalize, resolve } from "node:path";
 import type { FileSystemSandboxContext, SandboxAccess, SandboxEntry } from "../protocol/types.ts";
+import { isHeldMountPoint } from "./mount_points.ts";
 
 /** What a mount grants. */
 export type MountAccess = "read" | "write" | "none";
@@ -262,6 +263,8 @@ function depth(path: string): number {
 }
 
 function kindOf(path: string): "directory" | "file" | "missing" {
+  // A placeholder another sandbox put there is not a real path.
+  if (isHeldMountPoint(path)) return "missing";
   try {
     return Deno.statSync(path).isDirectory ? "directory" : "file";
   } catch {

@@ -40,6 +40,11 @@ export interface ExecServerOptions {
    * dropped. Default 16 MiB (only chatty processes use it).
    */
   readonly outputHistoryBytes?: number;
+  /**
+   * PID namespace of sandboxed processes: `isolate` (default) or `inherit`
+   * (the reference's `--linux-sandbox-pid-namespace`).
+   */
+  readonly sandboxPidNamespace?: "isolate" | "inherit";
   /** Where to log. Default: JSON lines on stderr at `info`. */
   readonly logger?: Logger;
   /**
@@ -68,6 +73,7 @@ export class ExecServer {
       sessionTtlMs: options.sessionTtlMs ?? 80_000,
       httpBodyLimitBytes: options.httpBodyLimitBytes ?? 256 * 1024 * 1024,
       outputHistoryBytes: options.outputHistoryBytes ?? 16 * 1024 * 1024,
+      sandboxPidNamespace: options.sandboxPidNamespace ?? "isolate",
     };
     const logger = options.logger ?? createLogger();
     const methods = methodTable();

@@ -33,6 +33,11 @@ export interface ResolvedExecServerOptions {
    * replay after a reconnect (bytes in flight in socket and relay buffers).
    */
   readonly outputHistoryBytes: number;
+  /**
+   * `isolate`: sandboxed processes get their own PID namespace (default);
+   * `inherit`: they share the server's (and can signal same-user processes).
+   */
+  readonly sandboxPidNamespace: "isolate" | "inherit";
 }
 
 /** Shared server state (see the module documentation). */

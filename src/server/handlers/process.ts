@@ -67,6 +67,8 @@ export interface StartedChild {
   readonly signal?: (signal: Deno.Signal) => boolean;
   /** The child runs on a terminal. */
   readonly tty: boolean;
+  /** Signals the program inside a sandbox (see `ManagedProcessOptions.confined`). */
+  readonly confined?: (signal: Deno.Signal) => boolean;
   /** Its terminal, for resizes. */
   readonly terminal?: { resize(rows: number, cols: number): void };
 }
@@ -114,11 +116,8 @@ export const defaultStarter: ChildStarter = (request) => {
     ...launcher,
   });
   request.sandbox?.hold(child.status);
-  return {
-    child,
-    tty: false,
-    ...(request.sandbox ? { signal: request.sandbox.signaller(child.pid) } : {}),
-  };
+  const confined = request.sandbox?.signaller(child.pid);
+  return { child, tty: false, ...(confined ? { signal: confined, confined } : {}) };
 };
 
 function readResult(
@@ -192,7 +191,11 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
       }
       let sandbox: PreparedSandbox | null;
       try {
-        sandbox = prepareSandbox(p.sandbox, { cwd: p.cwd, env });
+        sandbox = prepareSandbox(
+          p.sandbox,
+          { cwd: p.cwd, env },
+          server.options.sandboxPidNamespace,
+        );
       } catch (error) {
         if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
         throw error;
@@ -234,6 +237,7 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         },
         ...(started.signal ? { signal: started.signal } : {}),
         ...(started.terminal ? { terminal: started.terminal } : {}),
+        ...(started.confined ? { confined: started.confined } : {}),
         ...(sandbox ? { denial: new DenialDetector() } : {}),
       });
       session.addProcess(process);
