@@ -17,7 +17,7 @@ import {
   special,
   WORKSPACE_WRITE,
 } from "./helpers/sandbox.ts";
-import { eventually, type Msg, type WireClient } from "./helpers/wire_client.ts";
+import { eventually, type Msg } from "./helpers/wire_client.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 import { seccompProgram } from "../src/sandbox/seccomp.ts";
 
@@ -395,7 +395,8 @@ function sleepers(): number[] {
     if (!/^\d+$/.test(entry.name)) continue;
     try {
       const cmdline = Deno.readTextFileSync(`/proc/${entry.name}/cmdline`);
-      if (/^sleep\x0031338?\x00/.test(cmdline) || /^sleep\x003133[78]\x00/.test(cmdline)) {
+      const [program, seconds] = cmdline.split("\0");
+      if (program === "sleep" && (seconds === "31337" || seconds === "31338")) {
         const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
         if (stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z") {
           found.push(Number(entry.name));
