@@ -429,6 +429,7 @@ Deno.test({
       ["fs/writeFile", { path: u(`${f.ws}/new.txt`), dataBase64: data, sandbox: ro }],
       ["fs/writeFile", { path: u(`${f.ws}/new.txt`), dataBase64: data, sandbox: ww }],
       ["fs/writeFile", { path: u(`${f.ws}/patched.txt`), dataBase64: data, sandbox: patch }],
+      ["fs/writeFile", { path: u(`${f.ws}/sub/file`), dataBase64: data, sandbox: patch }],
       ["fs/writeFile", { path: u(`${f.ws}/.git/config`), dataBase64: data, sandbox: ww }],
       ["fs/writeFile", { path: u(`${f.ws}/link/x.txt`), dataBase64: data, sandbox: ww }],
       ["fs/writeFile", { path: u(`${f.ws}/dangle`), dataBase64: data, sandbox: ww }],
@@ -464,14 +465,16 @@ Deno.test({
             : { result: JSON.parse(JSON.stringify(res.result).replaceAll(f.base, "$BASE")) };
           const key = `${i} ${method} ${params.path ?? params.destinationPath}`;
           answers.set(key, [...(answers.get(key) ?? []), answer]);
-          if (name === "ours" && i === 3) {
-            assertEquals(await Deno.readTextFile(`${f.ws}/patched.txt`), "data");
+          if (name === "ours" && (i === 3 || i === 4)) {
+            const written = i === 3 ? "patched.txt" : "sub/file";
+            assertEquals(await Deno.readTextFile(`${f.ws}/${written}`), "data");
           }
         }
         // Reset what the writes changed for the next server.
         for (const p of ["patched.txt", "copied"]) {
           await Deno.remove(`${f.ws}/${p}`).catch(() => {});
         }
+        await Deno.writeTextFile(`${f.ws}/sub/file`, "inside\n");
       }
     } finally {
       await closeAll(list);
@@ -481,10 +484,11 @@ Deno.test({
       error: { code: -32603, message: "Read-only file system (os error 30)" },
     });
     assertEquals(ours[2], { result: {} });
-    assertEquals(ours[8], {
+    assertEquals(ours[4], { result: {} });
+    assertEquals(ours[9], {
       error: { code: -32603, message: "Read-only file system (os error 30)" },
     });
-    assertEquals(ours[15], { error: { code: -32600, message: "Permission denied (os error 13)" } });
+    assertEquals(ours[16], { error: { code: -32600, message: "Permission denied (os error 13)" } });
     for (const [key, [a, b]] of answers) {
       if (b) assertEquals(a, b, `${key}: ours vs the reference`);
     }

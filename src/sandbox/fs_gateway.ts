@@ -31,7 +31,7 @@ import { VERSION } from "../version.ts";
 
 /** Pool limits. */
 export interface GatewayOptions {
-  /** Close a worker after this long without requests or open handles. Default 15 s. */
+  /** Close a worker after this long without requests or open handles. Default 1 s (its placeholders show on the host while it lives). */
   readonly idleMs?: number;
   /** Most workers alive at once. Default 8. */
   readonly maxWorkers?: number;
@@ -43,7 +43,14 @@ function workerCommand(): { argv: string[]; runtime: string[] } {
   const serve = ["serve", "--listen", "stdio", "--log-level", "error"];
   if (Deno.build.standalone) return { argv: [exe, ...serve], runtime: [exe] };
   const entry = new URL("../../cli.ts", import.meta.url);
-  const flags = ["run", "--allow-read", "--allow-write", "--allow-env", "--no-prompt"];
+  const flags = [
+    "run",
+    "--allow-read",
+    "--allow-write",
+    "--allow-env",
+    "--allow-sys=uid,gid",
+    "--no-prompt",
+  ];
   const runtime = [exe];
   const denoDir = Deno.env.get("DENO_DIR") ??
     `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`}/deno`;
@@ -159,7 +166,7 @@ export class SandboxFsGateway implements AsyncDisposable {
 
   /** Creates an empty pool. */
   constructor(options: GatewayOptions = {}) {
-    this.#idleMs = options.idleMs ?? 15_000;
+    this.#idleMs = options.idleMs ?? 1_000;
     this.#maxWorkers = options.maxWorkers ?? 8;
   }
 

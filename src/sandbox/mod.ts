@@ -32,6 +32,14 @@ export class SandboxUnavailableError extends Error {
   }
 }
 
+/** Throws {@linkcode SandboxUnavailableError} when bubblewrap cannot sandbox here. */
+export function requireSandboxSupport(): void {
+  const support = sandboxSupport();
+  if (!support.available) {
+    throw new SandboxUnavailableError(`sandbox requested but unavailable: ${support.reason}`);
+  }
+}
+
 /** A sandbox ready to wrap one child. */
 export interface PreparedSandbox {
   /** The resolved plan. */
@@ -60,10 +68,7 @@ export function prepareSandbox(
   if (!sandbox) return null;
   const plan = resolveSandbox(sandbox, context);
   if (!plan) return null;
-  const support = sandboxSupport();
-  if (!support.available) {
-    throw new SandboxUnavailableError(`sandbox requested but unavailable: ${support.reason}`);
-  }
+  requireSandboxSupport();
   const mountPoints = createdMountPoints(plan);
   return {
     plan,

@@ -294,6 +294,13 @@ function buildPlan(
   return { fileSystem: { root, rules }, network, key: JSON.stringify([root, rules, network]) };
 }
 
+/** True when `plan` lets every path be read (nothing hidden). */
+export function readsEverything(plan: SandboxPlan): boolean {
+  const fs = plan.fileSystem;
+  if (fs === "unrestricted") return true;
+  return (fs.root === "read" || fs.root === "write") && fs.rules.every((r) => r.access !== "none");
+}
+
 /**
  * `plan` with the system directories (as `minimal` grants them) and `paths`
  * readable too, unless `/` already is: what a helper program running

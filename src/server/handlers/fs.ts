@@ -45,8 +45,8 @@ import type {
 } from "../../protocol/types.ts";
 import { defineMethod, type HandlerContext, type MethodTable } from "../handler.ts";
 import type { SandboxFsGateway } from "../../sandbox/fs_gateway.ts";
-import { prepareSandbox, SandboxUnavailableError } from "../../sandbox/mod.ts";
-import type { SandboxPlan } from "../../sandbox/policy.ts";
+import { requireSandboxSupport } from "../../sandbox/mod.ts";
+import { readsEverything, resolveSandbox, type SandboxPlan } from "../../sandbox/policy.ts";
 import { ResourceKey } from "../resource_scope.ts";
 import { RawJson } from "../../jsonrpc/message.ts";
 
@@ -62,25 +62,45 @@ const WATCH = new ResourceKey("fs.watchMissing", (connection) =>
 
 /** The plan of a request's sandbox; null when it asks for none. */
 function sandboxPlan(sandbox: FileSystemSandboxContext | null | undefined): SandboxPlan | null {
-  try {
-    return prepareSandbox(sandbox, {
-      cwd: sandbox?.cwd ?? sandbox?.policyContext?.cwd ?? "/",
-      env: Deno.env.toObject(),
-    })?.plan ?? null;
-  } catch (error) {
-    if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
-    throw error;
-  }
+  if (!sandbox) return null;
+  return resolveSandbox(sandbox, {
+    cwd: sandbox.cwd ?? sandbox.policyContext?.cwd ?? "/",
+    env: Deno.env.toObject(),
+  });
 }
 
-/** Runs `method` inside `sandbox` when there is one; undefined otherwise. */
+/**
+ * The plan a request must run in; null when it may run here: no sandbox,
+ * or a read under a policy that lets everything be read (as the reference,
+ * which reads in-process then and spawns its helper only for writes and
+ * for policies that hide paths).
+ */
+function planFor(
+  sandbox: FileSystemSandboxContext | null | undefined,
+  access: "read" | "write",
+): SandboxPlan | null {
+  const plan = sandboxPlan(sandbox);
+  if (!plan || (access === "read" && readsEverything(plan))) return null;
+  try {
+    requireSandboxSupport();
+  } catch (error) {
+    throw internalError((error as Error).message, error);
+  }
+  return plan;
+}
+
+/**
+ * Runs `method` inside `sandbox` when it needs one (see
+ * {@linkcode planFor}); undefined when it runs here.
+ */
 function inSandbox<T>(
   ctx: HandlerContext,
   sandbox: FileSystemSandboxContext | null | undefined,
+  access: "read" | "write",
   method: string,
   params: () => Record<string, unknown>,
 ): Promise<T> | undefined {
-  const plan = sandboxPlan(sandbox);
+  const plan = planFor(sandbox, access);
   return plan ? ctx.server.sandboxFs.call<T>(plan, method, params()) : undefined;
 }
 
@@ -158,7 +178,7 @@ export const fsMethods: MethodTable = {
   // Answers an FsReadFileResult, pre-serialised (base64 needs no escaping
   // and can be hundreds of MiB).
   [Method.FsReadFile]: defineMethod(fsReadFileParams, async (p, ctx): Promise<unknown> => {
-    const confined = inSandbox(ctx, p.sandbox, Method.FsReadFile, () => ({
+    const confined = inSandbox(ctx, p.sandbox, "read", Method.FsReadFile, () => ({
       path: pathToUri(p.path),
       followSymlinks: p.followSymlinks,
     }));
@@ -178,7 +198,7 @@ export const fsMethods: MethodTable = {
         `fs/writeFile requires valid base64 dataBase64: ${problem}`,
       );
     }
-    const confined = inSandbox(ctx, p.sandbox, Method.FsWriteFile, () => ({
+    const confined = inSandbox(ctx, p.sandbox, "write", Method.FsWriteFile, () => ({
       path: pathToUri(p.path),
       dataBase64: p.dataBase64,
       followSymlinks: p.followSymlinks,
@@ -189,7 +209,7 @@ export const fsMethods: MethodTable = {
   }),
 
   [Method.FsCreateDirectory]: defineMethod(fsCreateDirectoryParams, async (p, ctx) => {
-    const confined = inSandbox(ctx, p.sandbox, Method.FsCreateDirectory, () => ({
+    const confined = inSandbox(ctx, p.sandbox, "write", Method.FsCreateDirectory, () => ({
       path: pathToUri(p.path),
       recursive: p.recursive,
       followSymlinks: p.followSymlinks,
@@ -200,7 +220,7 @@ export const fsMethods: MethodTable = {
   }),
 
   [Method.FsGetMetadata]: defineMethod(fsGetMetadataParams, (p, ctx): Promise<FsMetadata> => {
-    return inSandbox<FsMetadata>(ctx, p.sandbox, Method.FsGetMetadata, () => ({
+    return inSandbox<FsMetadata>(ctx, p.sandbox, "read", Method.FsGetMetadata, () => ({
       path: pathToUri(p.path),
       followSymlinks: p.followSymlinks,
     })) ?? getMetadata(p.path, p.followSymlinks);
@@ -212,6 +232,7 @@ export const fsMethods: MethodTable = {
       const confined = inSandbox<FsCanonicalizeResult>(
         ctx,
         p.sandbox,
+        "read",
         Method.FsCanonicalize,
         () => ({
           path: pathToUri(p.path),
@@ -228,6 +249,7 @@ export const fsMethods: MethodTable = {
       const confined = inSandbox<FsReadDirectoryResult>(
         ctx,
         p.sandbox,
+        "read",
         Method.FsReadDirectory,
         () => ({
           path: pathToUri(p.path),
@@ -239,7 +261,7 @@ export const fsMethods: MethodTable = {
   ),
 
   [Method.FsRemove]: defineMethod(fsRemoveParams, async (p, ctx) => {
-    const confined = inSandbox(ctx, p.sandbox, Method.FsRemove, () => ({
+    const confined = inSandbox(ctx, p.sandbox, "write", Method.FsRemove, () => ({
       path: pathToUri(p.path),
       recursive: p.recursive,
       force: p.force,
@@ -251,7 +273,7 @@ export const fsMethods: MethodTable = {
   }),
 
   [Method.FsCopy]: defineMethod(fsCopyParams, async (p, ctx) => {
-    const confined = inSandbox(ctx, p.sandbox, Method.FsCopy, () => ({
+    const confined = inSandbox(ctx, p.sandbox, "write", Method.FsCopy, () => ({
       sourcePath: pathToUri(p.sourcePath),
       destinationPath: pathToUri(p.destinationPath),
       recursive: p.recursive,
@@ -265,7 +287,7 @@ export const fsMethods: MethodTable = {
     const local = ctx.connection.resources.use(HANDLES);
     const confined = ctx.connection.resources.use(SANDBOX_HANDLES);
     if (local.has(p.handleId) || confined.has(p.handleId)) throw duplicateHandle(p.handleId);
-    const plan = sandboxPlan(p.sandbox);
+    const plan = planFor(p.sandbox, p.mode === "replace" ? "write" : "read");
     if (plan) {
       await confined.open(ctx.server.sandboxFs, plan, p.handleId, {
         path: pathToUri(p.path),
@@ -317,7 +339,7 @@ export const fsMethods: MethodTable = {
   }),
 
   [Method.FsWalk]: defineMethod(fsWalkParams, async (p, ctx): Promise<FsWalkResult> => {
-    const confined = inSandbox<FsWalkResult>(ctx, p.sandbox, Method.FsWalk, () => ({
+    const confined = inSandbox<FsWalkResult>(ctx, p.sandbox, "read", Method.FsWalk, () => ({
       path: pathToUri(p.path),
       options: p.options,
     }));
@@ -333,7 +355,7 @@ export const fsMethods: MethodTable = {
   [Method.FsWatchMissing]: defineMethod(
     fsWatchMissingParams,
     async (p, ctx): Promise<FsWatchMissingResult> => {
-      if (sandboxPlan(p.sandbox)) {
+      if (planFor(p.sandbox, "read")) {
         throw internalError(
           "fs/watchMissing does not run inside a sandbox here: send it with sandbox null",
         );

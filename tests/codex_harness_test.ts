@@ -1,0 +1,195 @@
+// The real harness: `codex exec` (0.169.0) with a scripted fake model,
+// pointed at an exec-server by CODEX_EXEC_SERVER_URL, in its default
+// (read-only) sandbox mode and in workspace-write. What Codex sends back to
+// the model (the tool outputs) and what ends up on disk must be the same
+// through our server as through the reference's.
+
+import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
+import { fakeModel, type Json, toolOutputs, type Turn } from "./helpers/fake_model.ts";
+import { referenceBin, referenceHome } from "./helpers/reference.ts";
+import { CLI } from "./helpers/wire_client.ts";
+import { sandboxSupport } from "../src/sandbox/bwrap.ts";
+
+const REF = referenceBin();
+const CACHE = new URL("../.cache/", import.meta.url).pathname;
+
+/** Starts an exec-server on a WebSocket and returns its URL. */
+async function startServer(kind: "ours" | "reference") {
+  const child = kind === "ours"
+    ? new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", CLI, "serve", "--listen", "ws://127.0.0.1:0", "--log-level", "warn"],
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn()
+    : new Deno.Command(REF!, {
+      args: ["exec-server", "--listen", "ws://127.0.0.1:0"],
+      env: { CODEX_HOME: referenceHome() },
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+  const logs: string[] = [];
+  const found = Promise.withResolvers<string>();
+  const watch = async (stream: ReadableStream<Uint8Array>) => {
+    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+      logs.push(text);
+      const url = logs.join("").match(/ws:\/\/127\.0\.0\.1:\d+/);
+      if (url) found.resolve(url[0]);
+    }
+  };
+  const pumps = Promise.all([watch(child.stdout), watch(child.stderr)]);
+  child.status.then(() => found.reject(new Error(`server exited: ${logs.join("")}`)));
+  const url = await found.promise;
+  return {
+    url,
+    async [Symbol.asyncDispose]() {
+      child.kill("SIGTERM");
+      await child.status;
+      await pumps;
+    },
+  };
+}
+
+interface Session {
+  /** The tool outputs of the last request, normalized. */
+  readonly outputs: string[];
+  /** The workspace's files afterwards, with contents. */
+  readonly files: Record<string, string>;
+}
+
+/** Runs `codex exec` once; the tool outputs of its last model request, normalized. */
+async function runCodex(
+  base: string,
+  modelUrl: string,
+  serverUrl: string,
+  ws: string,
+  sandbox: string[],
+  requests: Json[],
+): Promise<string[]> {
+  const home = `${base}/codex-home`;
+  await Deno.mkdir(home);
+  await Deno.writeTextFile(
+    `${home}/config.toml`,
+    [
+      'model = "gpt-5.5"',
+      'model_provider = "fake"',
+      "[model_providers.fake]",
+      'name = "fake"',
+      `base_url = "${modelUrl}"`,
+      'wire_api = "responses"',
+      'env_key = "FAKE_MODEL_KEY"',
+    ].join("\n") + "\n",
+  );
+  const run = await new Deno.Command(REF!, {
+    args: ["exec", "--skip-git-repo-check", "-C", ws, ...sandbox, "do the scripted work"],
+    env: { CODEX_HOME: home, FAKE_MODEL_KEY: "test-key", CODEX_EXEC_SERVER_URL: serverUrl },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assertEquals(run.code, 0, new TextDecoder().decode(run.stderr).slice(-2000));
+  return Object.entries(toolOutputs(requests.at(-1)))
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([, text]) =>
+      text.replaceAll(base, "$BASE")
+        .replace(/Chunk ID: \w+/g, "Chunk ID: X")
+        .replace(/Wall time: [\d.]+ seconds/g, "Wall time: X seconds")
+    );
+}
+
+/** The workspace: hello.txt; OUTSIDE is a sibling directory Codex never writes to. */
+async function codexSession(
+  kind: "ours" | "reference",
+  sandbox: string[],
+  turns: (ws: string, outside: string) => Turn[],
+): Promise<Session> {
+  await Deno.mkdir(CACHE, { recursive: true });
+  const base = await Deno.makeTempDir({ dir: CACHE, prefix: "codex-exec-" });
+  try {
+    const ws = `${base}/ws`;
+    const outside = `${base}/outside`;
+    await Deno.mkdir(ws);
+    await Deno.mkdir(outside);
+    await Deno.writeTextFile(`${ws}/hello.txt`, "hello\n");
+    await using model = fakeModel(turns(ws, outside));
+    let outputs: string[];
+    {
+      // The server ends before the workspace is inspected: sandboxed file
+      // operations run in a worker whose read-only placeholders (.codex …)
+      // exist on the host while it lives.
+      await using server = await startServer(kind);
+      outputs = await runCodex(base, model.baseUrl, server.url, ws, sandbox, model.requests);
+    }
+    const files: Record<string, string> = {};
+    for await (const entry of Deno.readDir(ws)) {
+      files[entry.name] = entry.isFile ? await Deno.readTextFile(`${ws}/${entry.name}`) : "<dir>";
+    }
+    for await (const entry of Deno.readDir(outside)) files[`OUTSIDE/${entry.name}`] = "!";
+    return { outputs, files };
+  } finally {
+    await Deno.remove(base, { recursive: true });
+  }
+}
+
+const ready = REF !== null && sandboxSupport().available;
+if (!ready) console.warn("note: codex exec harness tests need the reference (CODEX_REFERENCE_BIN)");
+
+Deno.test({
+  name:
+    "codex exec, default read-only sandbox: reads work, writes are denied — as through the reference",
+  ignore: !ready,
+  async fn() {
+    const turns = (): Turn[] => [
+      { call: "exec_command", cmd: "cat hello.txt" },
+      { call: "exec_command", cmd: "echo x > written.txt" },
+      { message: "done" },
+    ];
+    const ours = await codexSession("ours", [], turns);
+    const reference = await codexSession("reference", [], turns);
+    assertEquals(ours.outputs.length, 2);
+    assertStringIncludes(ours.outputs[0]!, "Process exited with code 0");
+    assertStringIncludes(ours.outputs[0]!, "hello\n");
+    assertStringIncludes(ours.outputs[1]!, "Process exited with code 1");
+    assertStringIncludes(ours.outputs[1]!, "written.txt: Read-only file system");
+    assertEquals(ours.files, { "hello.txt": "hello\n" });
+    assertEquals(ours, reference);
+  },
+});
+
+Deno.test({
+  name:
+    "codex exec --sandbox workspace-write: commands and apply_patch write the workspace only — as through the reference",
+  ignore: !ready,
+  async fn() {
+    const turns = (_ws: string, outside: string): Turn[] => [
+      { call: "exec_command", cmd: "echo written > written.txt && cat written.txt" },
+      { call: "exec_command", cmd: `echo x > ${outside}/escaped` },
+      { call: "exec_command", cmd: "mkdir -p .codex && echo y > .codex/config.toml" },
+      {
+        call: "apply_patch",
+        patch: "*** Begin Patch\n*** Add File: added.txt\n+added\n*** End Patch\n",
+      },
+      {
+        call: "apply_patch",
+        patch: "*** Begin Patch\n*** Update File: hello.txt\n@@\n-hello\n+hello, patched\n" +
+          "*** End Patch\n",
+      },
+      { message: "done" },
+    ];
+    const sandbox = ["--sandbox", "workspace-write"];
+    const ours = await codexSession("ours", sandbox, turns);
+    const reference = await codexSession("reference", sandbox, turns);
+    assertEquals(ours.outputs.length, 5);
+    assertStringIncludes(ours.outputs[0]!, "written\n");
+    assertStringIncludes(ours.outputs[1]!, "Read-only file system");
+    assertStringIncludes(ours.outputs[2]!, "Read-only file system");
+    assertStringIncludes(ours.outputs[3]!, "A added.txt");
+    assertStringIncludes(ours.outputs[4]!, "M hello.txt");
+    assertEquals(ours.files, {
+      "hello.txt": "hello, patched\n",
+      "added.txt": "added\n",
+      "written.txt": "written\n",
+    });
+    assert(!("OUTSIDE/escaped" in ours.files));
+    assertEquals(ours, reference);
+  },
+});
