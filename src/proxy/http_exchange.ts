@@ -32,6 +32,12 @@ export interface ProxyRequest {
   readonly headers: Headers;
   /** The body (empty stream when none). */
   readonly body: ReadableStream<Uint8Array>;
+  /**
+   * How the body was framed by the client, for re-framing it upstream:
+   * none, chunked, or its exact length. The client's own framing fields are
+   * never forwarded.
+   */
+  readonly bodyFraming: "none" | "chunked" | number;
 }
 
 /** A response to write. */
@@ -275,6 +281,11 @@ export async function serveHttpExchanges(
       version,
       rawHeaders: parsed.rawHeaders,
       headers: parsed.headers,
+      bodyFraming: framing.kind === "length"
+        ? framing.remaining
+        : framing.kind === "chunked"
+        ? "chunked"
+        : "none",
       body: bodyStream(source, framing, () => {}),
     };
     const keepAlive = !wantsClose(request);

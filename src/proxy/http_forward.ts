@@ -189,8 +189,9 @@ async function exchange(
       conn.close();
     } catch { /* closed */ }
   };
-  const chunked = request.headers.get("transfer-encoding")?.toLowerCase().includes("chunked") ??
-    false;
+  // The body is always framed by us, from how it was read: the client's
+  // Content-Length / Transfer-Encoding never reach the upstream.
+  const chunked = request.bodyFraming === "chunked";
   const proxyUrl = absolute ? pickUpstream(ctx.upstreams, false) : null;
   const requestTarget = absolute
     ? `${target.scheme}://${authority(target)}${target.path}`
@@ -198,11 +199,16 @@ async function exchange(
   let text = `${request.method} ${requestTarget} HTTP/1.1\r\n`;
   let hasHost = false;
   for (const [n, v] of headers) {
-    if (n.toLowerCase() === "host") hasHost = true;
+    const lower = n.toLowerCase();
+    if (lower === "content-length" || lower === "transfer-encoding") continue;
+    if (lower === "host") hasHost = true;
     text += `${n}: ${v}\r\n`;
   }
   if (!hasHost) text += `host: ${authority(target)}\r\n`;
   if (chunked) text += "transfer-encoding: chunked\r\n";
+  else if (typeof request.bodyFraming === "number") {
+    text += `content-length: ${request.bodyFraming}\r\n`;
+  }
   const auth = proxyUrl ? proxyAuthorization(proxyUrl) : null;
   if (auth) text += `proxy-authorization: ${auth}\r\n`;
   text += poolable ? "\r\n" : "connection: close\r\n\r\n";

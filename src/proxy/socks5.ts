@@ -371,6 +371,9 @@ async function udpAssociate(ctx: ListenerContext, conn: Deno.Conn, client: strin
         clientPort ??= from.port;
         let ip = dst.host;
         if (!isIpLiteral(ip)) {
+          // The name's policy first (a deny entry by name must hold whatever
+          // it resolves to), then the address it resolves to, as for TCP.
+          if (!(await allowed(normalizeHost(ip), dst.port))) return;
           const resolved = await state.resolver(normalizeHost(ip)).catch(() => []);
           const pick = resolved.find((a) => (v6 ? true : isIPv4(a)));
           if (!pick) return;

@@ -66,7 +66,16 @@ const HOP_BY_HOP = new Set([
   "upgrade",
 ]);
 // Request headers that describe this hop's framing, not the forwarded request.
-const REQUEST_FRAMING = new Set(["transfer-encoding", "expect", "connection", "keep-alive", "te"]);
+// The body is buffered and sent with our own Content-Length: the client's
+// framing fields never go upstream.
+const REQUEST_FRAMING = new Set([
+  "content-length",
+  "transfer-encoding",
+  "expect",
+  "connection",
+  "keep-alive",
+  "te",
+]);
 const VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 

@@ -76,11 +76,23 @@ export async function readHead(
   }
 }
 
-/** Parses a head (without its final blank line); `leftover` is kept as is. */
+/** A header field name (RFC 9110 token). */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** What a field value or start line must not contain (bare CR, LF, NUL). */
+const FORBIDDEN = /[\r\n\0]/;
+
+/**
+ * Parses a head (without its final blank line); `leftover` is kept as is.
+ * Strict, because a proxy and its upstream must never read one message two
+ * ways (request smuggling): lines end with CRLF only (a bare LF or CR is
+ * refused), folded lines (obs-fold) are refused, and a field name is a
+ * token immediately followed by the colon.
+ */
 export function parseHead(bytes: Uint8Array, leftover: Uint8Array): MessageHead {
   const text = decoder.decode(bytes);
   const lines = text.split("\r\n");
   const first = lines[0] ?? "";
+  if (FORBIDDEN.test(first)) throw new HttpHeadError(400, "malformed start line");
   const sp1 = first.indexOf(" ");
   const sp2 = first.indexOf(" ", sp1 + 1);
   if (sp1 <= 0) throw new HttpHeadError(400, "malformed start line");
@@ -93,8 +105,12 @@ export function parseHead(bytes: Uint8Array, leftover: Uint8Array): MessageHead 
     const line = lines[i]!;
     const colon = line.indexOf(":");
     if (colon <= 0) throw new HttpHeadError(400, "malformed header line");
-    const name = line.slice(0, colon).trim();
-    const value = line.slice(colon + 1).trim();
+    const name = line.slice(0, colon);
+    if (!TOKEN.test(name)) {
+      throw new HttpHeadError(400, "malformed header name (folded line or whitespace)");
+    }
+    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, "");
+    if (FORBIDDEN.test(value)) throw new HttpHeadError(400, "bare CR or LF in a header line");
     try {
       headers.append(name, value);
     } catch {

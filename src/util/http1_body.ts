@@ -9,6 +9,15 @@
 
 import { findHeadEnd, type MessageHead, parseHead } from "./http1.ts";
 
+/** A request whose body framing could be read two ways; answered with 400. */
+export class AmbiguousFramingError extends Error {
+  /** Creates the error. */
+  constructor(message: string) {
+    super(message);
+    this.name = "AmbiguousFramingError";
+  }
+}
+
 /** A body could not be read to its end (truncated or malformed framing). */
 export class HttpBodyError extends Error {
   /** Creates the error. */
@@ -82,7 +91,7 @@ export class ByteSource {
     if (bytes.length > 0) this.#pending = bytes;
   }
 
-  /** Reads one CRLF-terminated line of at most `max` bytes. */
+  /** Reads one CRLF-terminated line of at most `max` bytes (a bare LF is an error). */
   async line(max = 8192): Promise<string> {
     let acc = new Uint8Array(0);
     for (;;) {
@@ -93,8 +102,11 @@ export class ByteSource {
       joined.set(chunk, acc.length);
       const nl = joined.indexOf(10);
       if (nl !== -1) {
+        if (nl === 0 || joined[nl - 1] !== 13) throw new HttpBodyError("bare LF in chunked body");
         this.unshift(joined.subarray(nl + 1));
-        return decoder.decode(joined.subarray(0, nl)).replace(/\r$/, "");
+        const text = decoder.decode(joined.subarray(0, nl - 1));
+        if (text.includes("\r")) throw new HttpBodyError("bare CR in chunked body");
+        return text;
       }
       if (joined.length > max) throw new HttpBodyError();
       acc = joined;
@@ -171,9 +183,46 @@ export function responseFraming(
   return lengthOrChunked(headers) ?? { kind: "close" };
 }
 
-/** Framing of a request body: without length or chunking there is none. */
+/**
+ * Framing of a request body: without length or chunking there is none.
+ * Throws {@linkcode AmbiguousFramingError} for anything a second parser
+ * could read differently (RFC 9112 §6.1, §6.3): both `Transfer-Encoding`
+ * and `Content-Length`; a transfer coding other than exactly `chunked`;
+ * `Content-Length` values that are not all the same digits; `Connection`
+ * naming a framing field (a hop-by-hop stripper would drop it and leave the
+ * body unframed).
+ */
 export function requestFraming(headers: ReadonlyArray<readonly [string, string]>): BodyFraming {
-  return lengthOrChunked(headers) ?? { kind: "none" };
+  const lengths: string[] = [];
+  const codings: string[] = [];
+  for (const [name, value] of headers) {
+    const lower = name.toLowerCase();
+    if (lower === "content-length") lengths.push(...value.split(",").map((v) => v.trim()));
+    else if (lower === "transfer-encoding") {
+      codings.push(...value.split(",").map((v) => v.trim().toLowerCase()));
+    } else if (lower === "connection") {
+      for (const token of value.split(",").map((t) => t.trim().toLowerCase())) {
+        if (token === "content-length" || token === "transfer-encoding") {
+          throw new AmbiguousFramingError(`Connection names the framing field ${token}`);
+        }
+      }
+    }
+  }
+  if (codings.length > 0) {
+    if (lengths.length > 0) {
+      throw new AmbiguousFramingError("both Transfer-Encoding and Content-Length");
+    }
+    if (codings.length !== 1 || codings[0] !== "chunked") {
+      throw new AmbiguousFramingError(`unsupported Transfer-Encoding ${codings.join(", ")}`);
+    }
+    return { kind: "chunked" };
+  }
+  if (lengths.length === 0) return { kind: "none" };
+  if (!lengths.every((v) => /^\d{1,15}$/.test(v)) || new Set(lengths).size !== 1) {
+    throw new AmbiguousFramingError(`invalid Content-Length ${lengths.join(", ")}`);
+  }
+  const n = Number(lengths[0]);
+  return n === 0 ? { kind: "none" } : { kind: "length", remaining: n };
 }
 
 /**
@@ -216,8 +265,9 @@ export function bodyStream(
         }
         if (chunkRemaining === 0) {
           const sizeLine = await source.line();
-          const size = parseInt(sizeLine.split(";")[0]!.trim(), 16);
-          if (!Number.isFinite(size) || size < 0) throw new HttpBodyError();
+          const digits = sizeLine.split(";")[0]!.replace(/[ \t]+$/, "");
+          if (!/^[0-9a-fA-F]{1,12}$/.test(digits)) throw new HttpBodyError("invalid chunk size");
+          const size = parseInt(digits, 16);
           if (size === 0) {
             while ((await source.line()) !== "") { /* trailers are ignored */ }
             return finish(controller);

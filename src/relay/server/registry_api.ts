@@ -155,15 +155,21 @@ export async function handleRegistryRequest(
   const authorization = typeof b.harness_key_authorization === "string"
     ? b.harness_key_authorization
     : "";
-  const record = authorization ? await ctx.store.consume(authorization) : null;
+  // Only this environment's current registration may use up (consume) an
+  // authorization: another executor asking about it must not burn it.
+  const record = authorization
+    ? await ctx.store.consume(
+      authorization,
+      (r) => r.environmentId === environmentId && r.registrationId === b.executor_registration_id,
+    )
+    : null;
   let key;
   try {
     key = encodePublicKey(decodePublicKey(b.harness_public_key));
   } catch {
     return { status: 200, body: { valid: false } };
   }
-  const valid = record !== null && record.environmentId === environmentId &&
-    record.registrationId === b.executor_registration_id &&
-    record.x25519 === key.x25519_public_key && record.mlkem === key.mlkem768_public_key;
+  const valid = record !== null && record.x25519 === key.x25519_public_key &&
+    record.mlkem === key.mlkem768_public_key;
   return { status: 200, body: { valid } };
 }

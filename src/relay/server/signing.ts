@@ -6,6 +6,11 @@
  * extra, missing or altered parameter fails with one of the reference's
  * rejection reasons.
  *
+ * The signed string is unambiguous (a JSON array of the raw path and each
+ * value), and the query is read strictly: every parameter once, values in
+ * plain URL-safe characters only (no percent-encoding), so no rewriting of
+ * the URL can verify as another grant.
+ *
  * @module
  */
 
@@ -32,6 +37,13 @@ export class RendezvousRejection extends Error {
 
 const ALLOWED = new Set(["role", "reg", "exp", "v", "tok", "sig"]);
 
+function timingSafeEqual(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}
+
 async function hmac(secret: Uint8Array, text: string): Promise<string> {
   const key = await crypto.subtle.importKey(
     "raw",
@@ -44,9 +56,35 @@ async function hmac(secret: Uint8Array, text: string): Promise<string> {
   return mac.toBase64({ alphabet: "base64url", omitPadding: true });
 }
 
-function canonical(path: string, params: URLSearchParams): string {
-  const keys = ["role", "reg", "exp", "v", "tok"].filter((k) => params.has(k));
-  return `${path}?${keys.map((k) => `${k}=${params.get(k)}`).join("&")}`;
+function canonical(path: string, params: { get(key: string): string | null }): string {
+  return JSON.stringify([
+    path,
+    params.get("role"),
+    params.get("reg"),
+    params.get("exp"),
+    params.get("v"),
+    params.get("tok"),
+  ]);
+}
+
+/** Values as we issue them: nothing that needs (or hides behind) percent-encoding. */
+const PLAIN = /^[A-Za-z0-9_.~-]*$/;
+
+/** The query as sent, strictly: known keys, each once, plain values. */
+function strictQuery(query: string): Map<string, string> {
+  const params = new Map<string, string>();
+  if (query === "") return params;
+  for (const pair of query.split("&")) {
+    const eq = pair.indexOf("=");
+    const key = eq === -1 ? pair : pair.slice(0, eq);
+    const value = eq === -1 ? "" : pair.slice(eq + 1);
+    if (!ALLOWED.has(key)) throw new RendezvousRejection(400, "extra_query_param");
+    if (params.has(key) || !PLAIN.test(value)) {
+      throw new RendezvousRejection(400, "malformed_query");
+    }
+    params.set(key, value);
+  }
+  return params;
 }
 
 /** Signs a URL on `base` for `grant`, valid for `ttlMs`. */
@@ -74,28 +112,24 @@ export async function verifyRendezvousUrl(
   secret: Uint8Array,
   target: string,
 ): Promise<RendezvousGrant> {
-  let url: URL;
-  try {
-    url = new URL(target, "http://relay.invalid");
-  } catch {
-    throw new RendezvousRejection(400, "malformed_query");
-  }
-  const m = /^\/ws\/(environment|harness)\/([^/]+)$/.exec(url.pathname);
+  const q = target.indexOf("?");
+  const path = q === -1 ? target : target.slice(0, q);
+  if (target.includes("#")) throw new RendezvousRejection(400, "malformed_query");
+  const m = /^\/ws\/(environment|harness)\/([^/?]+)$/.exec(path);
   if (!m) throw new RendezvousRejection(404, "unknown_route");
-  const p = url.searchParams;
-  for (const k of p.keys()) {
-    if (!ALLOWED.has(k)) throw new RendezvousRejection(400, "extra_query_param");
-  }
+  const query = strictQuery(q === -1 ? "" : target.slice(q + 1));
+  const p = { has: (k: string) => query.has(k), get: (k: string) => query.get(k) ?? null };
   if (!p.has("role")) throw new RendezvousRejection(400, "missing_role");
   if (p.get("role") !== m[1]) throw new RendezvousRejection(400, "invalid_role");
   if (!p.has("exp")) throw new RendezvousRejection(400, "missing_expiry");
   if (!p.has("sig")) throw new RendezvousRejection(401, "missing_signature");
   if (!p.has("v")) throw new RendezvousRejection(400, "missing_version");
+  if (p.get("v") !== "1") throw new RendezvousRejection(400, "invalid_version");
   if (!p.get("reg")) throw new RendezvousRejection(400, "missing_executor_registration_id");
   const exp = Number(p.get("exp"));
   if (!Number.isInteger(exp)) throw new RendezvousRejection(400, "invalid_expiry");
   if (exp * 1000 < Date.now()) throw new RendezvousRejection(401, "expired");
-  if ((await hmac(secret, canonical(url.pathname, p))) !== p.get("sig")) {
+  if (!timingSafeEqual(await hmac(secret, canonical(path, p)), p.get("sig")!)) {
     throw new RendezvousRejection(401, "invalid_signature");
   }
   return {

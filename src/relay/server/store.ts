@@ -155,10 +155,16 @@ export class RelayStore implements Disposable {
     return id;
   }
 
-  /** Consumes an authorization (atomically: a second use finds nothing). */
-  async consume(id: string): Promise<AuthorizationRecord | null> {
+  /**
+   * Consumes an authorization (atomically: a second use finds nothing),
+   * only if `owner` accepts it; otherwise it stays, unused.
+   */
+  async consume(
+    id: string,
+    owner: (record: AuthorizationRecord) => boolean = () => true,
+  ): Promise<AuthorizationRecord | null> {
     const entry = await this.kv.get<AuthorizationRecord>(["auth", id]);
-    if (!entry.value) return null;
+    if (!entry.value || !owner(entry.value)) return null;
     const result = await this.kv.atomic().check(entry).delete(["auth", id]).commit();
     return result.ok ? entry.value : null;
   }
