@@ -13,7 +13,7 @@ import {
 } from "../src/proxy/config.ts";
 import { parseNetworkProxyConfigText } from "../src/proxy/config_file.ts";
 import { compileDomainPatterns } from "../src/proxy/domain_pattern.ts";
-import { isLoopbackHost, isNonPublicIp, normalizeHost } from "../src/proxy/host.ts";
+import { isLoopbackHost, isNonPublicIp, normalizeHost } from "../src/util/host.ts";
 import { applyHookActions, compileMitmHooks } from "../src/proxy/mitm_hooks.ts";
 import { buildConfigState, hostBlocked, methodAllowed } from "../src/proxy/policy.ts";
 import { blockedJson, blockedMessage, proxyErrorHeader } from "../src/proxy/responses.ts";

@@ -30,7 +30,10 @@ Backing (default: this machine):
 
 Options:
   --root <DIR>                 confine file tools and command cwds to DIR (repeatable;
+                               file operations run sandboxed: writes reach only the roots;
                                commands themselves are not sandboxed)
+  --root-check-only            with --root on a server that cannot sandbox file access:
+                               check paths only (a path swapped in a race can escape)
   --http <PORT>                Streamable HTTP on http://HOST:PORT/mcp instead of stdio
   --host <HOST>                interface for --http (default 127.0.0.1)
   --idle-timeout <DURATION>    close an idle HTTP session and its commands (default 10m)
@@ -49,6 +52,7 @@ export async function runMcp(args: string[]): Promise<number> {
       options: {
         ...CONNECTION_FLAGS,
         root: { type: "string", multiple: true },
+        "root-check-only": { type: "boolean" },
         http: { type: "string" },
         host: { type: "string" },
         "idle-timeout": { type: "string" },
@@ -80,13 +84,24 @@ export async function runMcp(args: string[]): Promise<number> {
       logger,
     });
   }
+  const rootsWithoutSandbox = flags["root-check-only"] ?? false;
   try {
+    if (
+      roots.length > 0 && !rootsWithoutSandbox &&
+      !client.environmentInfo?.capabilities.sandboxedFileStreaming
+    ) {
+      throw new Error(
+        "--root needs an exec-server that enforces sandboxed file access (bubblewrap on " +
+          "Linux: apt-get install bubblewrap); pass --root-check-only to check paths only",
+      );
+    }
     if (flags.http === undefined) {
-      await serveExecToolsStdio(client, { roots, logger });
+      await serveExecToolsStdio(client, { roots, rootsWithoutSandbox, logger });
       return 0;
     }
     const http = await serveExecToolsHttp(client, {
       roots,
+      rootsWithoutSandbox,
       logger,
       port: flags.http === "0" ? 0 : parsePositiveInt("http", flags.http),
       ...(flags.host !== undefined ? { hostname: flags.host } : {}),

@@ -10,6 +10,7 @@
 import { RpcError } from "../jsonrpc/errors.ts";
 import { toPathUri } from "../protocol/path_uri.ts";
 import type {
+  FileSystemSandboxContext,
   FsDirectoryEntry,
   FsMetadata,
   FsWalkOptions,
@@ -52,14 +53,46 @@ function newHandleId(): string {
 /** See the module documentation. */
 export class RemoteFs {
   #link: FsLink;
+  #sandbox: FileSystemSandboxContext | null;
 
   /** Use `client.fs`. */
-  constructor(link: FsLink) {
+  constructor(link: FsLink, sandbox: FileSystemSandboxContext | null = null) {
     this.#link = link;
+    this.#sandbox = sandbox;
+  }
+
+  /**
+   * The same files seen through `sandbox`: every request carries it, so the
+   * server performs each operation inside that sandbox (what it refuses
+   * fails with the OS error, e.g. `Read-only file system (os error 30)`).
+   *
+   * @example Writes confined to one directory
+   * ```ts ignore
+   * const confined = client.fs.confined({
+   *   permissions: {
+   *     type: "managed",
+   *     file_system: {
+   *       type: "restricted",
+   *       entries: [{ path: { type: "path", path: "file:///work" }, access: "write" }],
+   *     },
+   *     network: "restricted",
+   *   },
+   *   windowsSandboxLevel: "disabled",
+   * });
+   * await confined.writeFile("/work/a.txt", new TextEncoder().encode("ok"));
+   * ```
+   */
+  confined(sandbox: FileSystemSandboxContext): RemoteFs {
+    return new RemoteFs(this.#link, sandbox);
   }
 
   #call<T>(method: string, params: Record<string, unknown>): Promise<T> {
-    return this.#link.request<T>(method, params);
+    return this.#link.request<T>(
+      method,
+      this.#sandbox && !("handleId" in params && method !== "fs/open")
+        ? { ...params, sandbox: this.#sandbox }
+        : params,
+    );
   }
 
   /** Metadata (a symlink reports its target; `isSymlink` tells). */

@@ -6,13 +6,16 @@
  * `idleTimeoutMs` (no request and nothing open) is closed. Two clients never
  * share a server process, so they never see each other's messages.
  *
- * Loopback by default; requests whose `Origin` is not a loopback origin are
- * refused (DNS rebinding).
+ * Loopback by default. Whatever the bind address, a request from a web page
+ * (an `Origin` that is not a loopback origin) is refused, and so is a `Host`
+ * that names something other than an IP literal, `localhost` or the bound
+ * hostname: a DNS-rebinding page reaches the port under its own name.
  *
  * @module
  */
 
 import { type Logger, nullLogger } from "../log/logger.ts";
+import { isIpLiteral, isLoopbackHost, normalizeHost } from "../util/host.ts";
 import { loadMcpSdk, type Transport } from "./sdk.ts";
 
 /** What backs one session. */
@@ -66,11 +69,25 @@ function rpcError(status: number, code: number, message: string): Response {
 
 function isLoopbackOrigin(origin: string): boolean {
   try {
-    const host = new URL(origin).hostname;
-    return host === "localhost" || host === "127.0.0.1" || host === "[::1]";
+    const url = new URL(origin);
+    return (url.protocol === "http:" || url.protocol === "https:") &&
+      isLoopbackHost(url.hostname);
   } catch {
     return false;
   }
+}
+
+/** A `Host` a browser could only send for us, not for a rebinding name. */
+function acceptableHost(host: string | null, bound: string): boolean {
+  if (host === null) return false;
+  let name: string;
+  try {
+    name = new URL(`http://${host}/`).hostname;
+  } catch {
+    return false;
+  }
+  const bare = name.startsWith("[") ? name.slice(1, -1) : name;
+  return isIpLiteral(bare) || isLoopbackHost(bare) || normalizeHost(bare) === normalizeHost(bound);
 }
 
 function isInitialize(body: unknown): boolean {
@@ -86,8 +103,7 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
   const path = options.path ?? "/mcp";
   const idleMs = options.idleTimeoutMs ?? 600_000;
   const sessions = new Map<string, Entry>();
-  const loopbackOnly = (options.hostname ?? "127.0.0.1") === "127.0.0.1" ||
-    options.hostname === "localhost" || options.hostname === "::1";
+  const boundName = options.hostname ?? "127.0.0.1";
 
   const ending = new Set<Promise<void>>();
   const end = (id: string, why: string): Promise<void> => {
@@ -107,8 +123,12 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
   async function handle(req: Request): Promise<Response> {
     if (new URL(req.url).pathname !== path) return new Response("not found", { status: 404 });
     const origin = req.headers.get("origin");
-    if (loopbackOnly && origin !== null && !isLoopbackOrigin(origin)) {
+    if (origin !== null && !isLoopbackOrigin(origin)) {
       return rpcError(403, -32000, `Forbidden: origin ${origin} is not allowed`);
+    }
+    const host = req.headers.get("host");
+    if (!acceptableHost(host, boundName)) {
+      return rpcError(403, -32000, `Forbidden: host ${host} is not allowed`);
     }
     const sessionId = req.headers.get("mcp-session-id");
     if (sessionId !== null) {

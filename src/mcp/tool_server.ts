@@ -14,6 +14,10 @@
 import type { ExecServerClient } from "../client/client.ts";
 import { VERSION } from "../version.ts";
 import { RpcError } from "../jsonrpc/errors.ts";
+import { posix } from "node:path";
+import { pathToUri } from "../protocol/path_uri.ts";
+import type { FileSystemSandboxContext } from "../protocol/types.ts";
+import { PROTECTED_NAMES } from "../sandbox/policy.ts";
 import { type CallToolResult, loadMcpSdk, type Transport } from "./sdk.ts";
 import type { McpTransport } from "./transport.ts";
 import {
@@ -27,8 +31,21 @@ import { PathGuard } from "./tools/path_guard.ts";
 
 /** Options of {@linkcode createExecToolServer}. */
 export interface ExecToolServerOptions {
-  /** Confine file tools and command working directories to these absolute directories. */
+  /**
+   * Confine file tools and command working directories to these absolute
+   * directories. Paths are checked (lexically and after resolving symlinks)
+   * and every file operation then runs inside a sandbox that can write only
+   * the roots, so a path swapped between the check and the use (a symlink
+   * planted in a race, a dangling link out) cannot write elsewhere. Needs a
+   * server that enforces sandboxed file access
+   * (`capabilities.sandboxedFileStreaming`).
+   */
   readonly roots?: readonly string[];
+  /**
+   * With `roots` on a server that cannot sandbox file operations: check
+   * paths only (a race can escape). Refused unless set.
+   */
+  readonly rootsWithoutSandbox?: boolean;
   /** Limits of the command tools. */
   readonly limits?: ExecToolLimits;
 }
@@ -72,15 +89,51 @@ async function guarded(
   }
 }
 
+/**
+ * The sandbox of the file tools: the roots writable (their `.git`, `.codex`…
+ * too: named explicitly, they are not protected as in Codex's policies),
+ * nothing else visible but what the server's sandbox helper needs to run.
+ */
+function rootsSandbox(roots: readonly string[]): FileSystemSandboxContext {
+  const entries = roots.flatMap((root) =>
+    [root, ...PROTECTED_NAMES.map((name) => posix.join(root, name))].map((path) => ({
+      path: { type: "path" as const, path: pathToUri(path) },
+      access: "write" as const,
+    }))
+  );
+  return {
+    permissions: {
+      type: "managed",
+      file_system: { type: "restricted", entries },
+      network: "restricted",
+    },
+    windowsSandboxLevel: "disabled",
+  };
+}
+
 /** Builds a tool server over `client`. */
 export async function createExecToolServer(
   client: ExecServerClient,
   options: ExecToolServerOptions = {},
 ): Promise<ExecToolServer> {
   const [{ mcp, z }, libs] = await Promise.all([loadMcpSdk(), loadFileToolLibs()]);
-  const guard = new PathGuard(client.fs, options.roots ?? []);
+  const roots = options.roots ?? [];
+  const guard = new PathGuard(client.fs, roots);
   const sessions = new ExecSessions(client, guard, options.limits);
-  const files = new FileOps(client.fs, guard, libs);
+  let fs = client.fs;
+  if (roots.length > 0) {
+    if (client.environmentInfo?.capabilities.sandboxedFileStreaming) {
+      fs = client.fs.confined(rootsSandbox(roots));
+    } else if (!options.rootsWithoutSandbox) {
+      throw new Error(
+        "--root needs an exec-server that enforces sandboxed file access " +
+          "(bubblewrap on Linux: apt-get install bubblewrap); without it a path swapped " +
+          "between the check and the use could escape the roots. Pass --root-check-only " +
+          "to accept that.",
+      );
+    }
+  }
+  const files = new FileOps(fs, guard, libs);
   const server = new mcp.McpServer(
     { name: "exec-server", version: VERSION },
     {

@@ -7,7 +7,7 @@
  */
 
 import { isIPv4, isIPv6 } from "node:net";
-import { isLoopbackHost } from "./host.ts";
+import { isLoopbackHost } from "../util/host.ts";
 import { normalizePattern } from "./domain_pattern.ts";
 
 /** `full`: every method; `limited`: GET/HEAD/OPTIONS only, HTTPS intercepted. */

@@ -14,7 +14,7 @@
 
 import { ByteSource, connReader } from "../util/http1_body.ts";
 import { writeAll } from "./conn_io.ts";
-import { isIpLiteral, isNonPublicIp, normalizeHost, unscoped } from "./host.ts";
+import { isIpLiteral, isNonPublicIp, normalizeHost, unscoped } from "../util/host.ts";
 import { exactlyAllowed } from "./policy.ts";
 import type { NetworkProxyState } from "./state.ts";
 

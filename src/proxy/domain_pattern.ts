@@ -7,7 +7,7 @@
  * @module
  */
 
-import { normalizeHost, unscoped } from "./host.ts";
+import { normalizeHost, unscoped } from "../util/host.ts";
 
 /** A compiled set of patterns. */
 export interface DomainMatcher {

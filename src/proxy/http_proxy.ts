@@ -23,7 +23,7 @@ import {
   type UpstreamProxies,
 } from "./connector.ts";
 import type { BlockReason, DecisionSource } from "./decision.ts";
-import { normalizeHost } from "./host.ts";
+import { normalizeHost } from "../util/host.ts";
 import {
   type ExchangeControls,
   type ProxyRequest,

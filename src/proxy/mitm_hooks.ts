@@ -14,7 +14,7 @@
 
 import type { MitmHookConfig } from "./config.ts";
 import { NetworkConfigError } from "./config.ts";
-import { normalizeHost } from "./host.ts";
+import { normalizeHost } from "../util/host.ts";
 
 /** A request as the hooks see it. */
 export interface HookRequest {

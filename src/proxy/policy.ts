@@ -21,7 +21,7 @@ import {
   hasGlob,
   normalizePattern,
 } from "./domain_pattern.ts";
-import { isIpLiteral, isNonPublicIp, normalizeHost, unscoped } from "./host.ts";
+import { isIpLiteral, isNonPublicIp, normalizeHost, unscoped } from "../util/host.ts";
 import { compileMitmHooks, type MitmHooks } from "./mitm_hooks.ts";
 
 /** Why a host was refused by the host policy. */

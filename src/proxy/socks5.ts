@@ -17,7 +17,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import { relay, writeAll } from "./conn_io.ts";
 import { dialDirect, dialViaProxy, pickUpstream, PolicyDialError } from "./connector.ts";
 import type { BlockReason, DecisionSource } from "./decision.ts";
-import { ipBytes, isIpLiteral, normalizeHost } from "./host.ts";
+import { ipBytes, isIpLiteral, normalizeHost } from "../util/host.ts";
 import type { ListenerContext } from "./http_proxy.ts";
 
 /** SOCKS5 reply codes. */

@@ -34,7 +34,7 @@ import {
   type NetworkProxyConstraints,
   validatePolicyAgainstConstraints,
 } from "./constraints.ts";
-import { normalizeHost } from "./host.ts";
+import { normalizeHost } from "../util/host.ts";
 import {
   buildConfigState,
   type ConfigState,

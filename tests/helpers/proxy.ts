@@ -111,8 +111,13 @@ export async function curl(args: string[]) {
 }
 
 /** Sends raw bytes to `port` and reads until the server closes (or `until` appears). */
-export async function raw(port: number, data: string, until?: RegExp): Promise<string> {
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+export async function raw(
+  port: number,
+  data: string,
+  until?: RegExp,
+  hostname = "127.0.0.1",
+): Promise<string> {
+  const conn = await Deno.connect({ hostname, port });
   await conn.write(new TextEncoder().encode(data));
   let text = "";
   const buffer = new Uint8Array(65536);

@@ -24,7 +24,7 @@ import { ByteSource } from "../../util/http1_body.ts";
 import type { UpstreamProxies } from "../connector.ts";
 import type { UpstreamPool } from "../upstream_pool.ts";
 import { PolicyDialError } from "../connector.ts";
-import { normalizeHost } from "../host.ts";
+import { normalizeHost } from "../../util/host.ts";
 import {
   type ProxyRequest,
   type ProxyResponse,

@@ -1,5 +1,6 @@
 /**
- * Host names and IP literals as the policy sees them: normalisation,
+ * Host names and IP literals as policies see them (egress proxy, Origin and
+ * Host checks): normalisation,
  * loopback detection, and the non-public address ranges (the "local"
  * targets that need `allow_local_binding`).
  *
