@@ -147,6 +147,9 @@ Deno.test("signed bearer token: HS256 JWT with exp, nbf, issuer and audience", a
 Deno.test("verifyJwt honours the configured skew", async () => {
   const auth = { mode: "signed-bearer-token" as const, secret: SECRET, maxClockSkewSeconds: 0 };
   const token = await signJwt({ exp: 1000 }, SECRET);
-  assertEquals(await verifyJwt(token, auth, 1000), null);
-  assertEquals(await verifyJwt(token, auth, 1001), "expired websocket jwt");
+  assertEquals(await verifyJwt(token, auth, 999), null);
+  assertEquals(await verifyJwt(token, auth, 1000), "expired websocket jwt");
+  const lenient = { ...auth, maxClockSkewSeconds: 30 };
+  assertEquals(await verifyJwt(token, lenient, 1029), null);
+  assertEquals(await verifyJwt(token, lenient, 1030), "expired websocket jwt");
 });

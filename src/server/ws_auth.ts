@@ -65,28 +65,10 @@ export function bearerToken(headers: Headers): { token: string } | { error: stri
   return { token: match[2]!.trim() };
 }
 
-function base64UrlDecode(s: string): Uint8Array | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(s)) return null;
-  try {
-    return Uint8Array.fromBase64(s, { alphabet: "base64url", lastChunkHandling: "loose" });
-  } catch {
-    return null;
-  }
-}
-
-function parseJsonPart(s: string): Record<string, unknown> | null {
-  const bytes = base64UrlDecode(s);
-  if (bytes === null) return null;
-  try {
-    const value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
-    return value !== null && typeof value === "object" && !Array.isArray(value) ? value : null;
-  } catch {
-    return null;
-  }
-}
-
 /**
- * Verifies an HS256 JWT; returns null when valid, else the 401 message.
+ * Verifies an HS256 JWT with `jose` (`jwtVerify`: the algorithm pinned to
+ * HS256, `exp` required, `nbf` when present, issuer, audience, clock
+ * tolerance); returns null when valid, else the reference's 401 message.
  * `nowSeconds` is injectable for tests.
  */
 export async function verifyJwt(
@@ -94,46 +76,34 @@ export async function verifyJwt(
   auth: SignedBearerTokenAuth,
   nowSeconds: number = Date.now() / 1000,
 ): Promise<string | null> {
-  const invalid = "invalid websocket jwt";
-  const parts = token.split(".");
-  if (parts.length !== 3) return invalid;
-  const [h, p, s] = parts as [string, string, string];
-  const header = parseJsonPart(h);
-  const payload = parseJsonPart(p);
-  const signature = base64UrlDecode(s);
-  if (header === null || payload === null || signature === null) return invalid;
-  if (header.alg !== "HS256") return invalid;
-  const key = await crypto.subtle.importKey(
-    "raw",
-    auth.secret as Uint8Array<ArrayBuffer>,
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["verify"],
-  );
-  const ok = await crypto.subtle.verify(
-    "HMAC",
-    key,
-    signature as Uint8Array<ArrayBuffer>,
-    encoder.encode(`${h}.${p}`),
-  );
-  if (!ok) return invalid;
-  const skew = auth.maxClockSkewSeconds ?? 30;
-  if (typeof payload.exp !== "number") return invalid;
-  if (nowSeconds > payload.exp + skew) return "expired websocket jwt";
-  if (payload.nbf !== undefined) {
-    if (typeof payload.nbf !== "number") return invalid;
-    if (nowSeconds < payload.nbf - skew) return "websocket jwt is not valid yet";
+  const { errors, jwtVerify } = await import("jose");
+  try {
+    await jwtVerify(token, auth.secret, {
+      algorithms: ["HS256"],
+      requiredClaims: ["exp"],
+      clockTolerance: auth.maxClockSkewSeconds ?? 30,
+      currentDate: new Date(nowSeconds * 1000),
+      ...(auth.issuer !== undefined ? { issuer: auth.issuer } : {}),
+      ...(auth.audience !== undefined ? { audience: auth.audience } : {}),
+    });
+    return null;
+  } catch (error) {
+    if (error instanceof errors.JWTExpired) return "expired websocket jwt";
+    if (error instanceof errors.JWTClaimValidationFailed) {
+      switch (error.claim) {
+        case "nbf":
+          return error.reason === "check_failed" ? "websocket jwt is not valid yet" : INVALID_JWT;
+        case "iss":
+          return "websocket jwt issuer mismatch";
+        case "aud":
+          return "websocket jwt audience mismatch";
+      }
+    }
+    return INVALID_JWT;
   }
-  if (auth.issuer !== undefined && payload.iss !== auth.issuer) {
-    return "websocket jwt issuer mismatch";
-  }
-  if (auth.audience !== undefined) {
-    const aud = payload.aud;
-    const audiences = typeof aud === "string" ? [aud] : Array.isArray(aud) ? aud : [];
-    if (!audiences.includes(auth.audience)) return "websocket jwt audience mismatch";
-  }
-  return null;
 }
+
+const INVALID_JWT = "invalid websocket jwt";
 
 /** Checks an upgrade request; returns null when allowed, else the 401 message. */
 export async function checkWebSocketAuth(

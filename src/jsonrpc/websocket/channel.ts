@@ -327,12 +327,8 @@ export class WebSocketChannel {
     if (this.#ended) return;
     if (!this.#closeSent) {
       this.#closeSent = true;
-      const reasonBytes = encoder.encode(reason).subarray(0, 123);
-      const payload = new Uint8Array(2 + reasonBytes.length);
-      new DataView(payload.buffer).setUint16(0, code);
-      payload.set(reasonBytes, 2);
       try {
-        await this.writeRaw(...encodeFrame(Opcode.Close, payload, this.#masked));
+        await this.writeRaw(...encodeFrame(Opcode.Close, closePayload(code, reason), this.#masked));
       } catch {
         this.#end({ code, reason, wasClean: false });
         return;
@@ -378,11 +374,9 @@ export class WebSocketChannel {
   async #fail(error: WebSocketProtocolError): Promise<void> {
     if (!this.#closeSent) {
       this.#closeSent = true;
-      const reasonBytes = encoder.encode(error.message).subarray(0, 123);
-      const payload = new Uint8Array(2 + reasonBytes.length);
-      new DataView(payload.buffer).setUint16(0, error.closeCode);
-      payload.set(reasonBytes, 2);
-      await this.writeRaw(...encodeFrame(Opcode.Close, payload, this.#masked)).catch(() => {});
+      await this.writeRaw(
+        ...encodeFrame(Opcode.Close, closePayload(error.closeCode, error.message), this.#masked),
+      ).catch(() => {});
     }
     this.#end({ code: error.closeCode, reason: error.message, wasClean: false });
   }
@@ -485,6 +479,9 @@ export class WebSocketChannel {
           throw new WebSocketProtocolError(CloseCode.ProtocolError, "invalid close payload");
         }
         const code = p.length >= 2 ? new DataView(p.buffer, p.byteOffset).getUint16(0) : 1005;
+        if (p.length >= 2 && !isValidCloseCode(code)) {
+          throw new WebSocketProtocolError(CloseCode.ProtocolError, `invalid close code ${code}`);
+        }
         let reason = "";
         try {
           reason = p.length > 2 ? this.#decode(p.subarray(2)) : "";
@@ -565,4 +562,37 @@ export class WebSocketChannel {
       throw new WebSocketProtocolError(CloseCode.InvalidPayload, "invalid UTF-8 in a text frame");
     }
   }
+}
+
+/**
+ * True for a close code a peer may send (RFC 6455 §7.4): the defined
+ * 1000–1003 and 1007–1014, and 3000–4999 for libraries and applications.
+ * 1004 (reserved), 1005, 1006 and 1015 (never on the wire), everything below
+ * 1000 and the unassigned ranges are protocol errors.
+ */
+export function isValidCloseCode(code: number): boolean {
+  return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+    (code >= 3000 && code <= 4999);
+}
+
+/**
+ * At most `maxBytes` of `text` in UTF-8, cut at a character boundary (a
+ * close reason must stay valid UTF-8 within the 125-byte control frame).
+ */
+export function truncateUtf8(text: string, maxBytes: number): Uint8Array {
+  const bytes = encoder.encode(text);
+  if (bytes.length <= maxBytes) return bytes;
+  let end = maxBytes;
+  // Back up over continuation bytes (10xxxxxx) to the start of a character.
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
+  return bytes.subarray(0, end);
+}
+
+/** A Close frame's payload: the code, then the reason (truncated safely to 123 bytes). */
+function closePayload(code: number, reason: string): Uint8Array {
+  const reasonBytes = truncateUtf8(reason, 123);
+  const payload = new Uint8Array(2 + reasonBytes.length);
+  new DataView(payload.buffer).setUint16(0, code);
+  payload.set(reasonBytes, 2);
+  return payload;
 }
