@@ -9,7 +9,7 @@ import dgram from "node:dgram";
 import { SocksClient } from "socks";
 import { createMitm } from "../src/proxy/mitm/interceptor.ts";
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
-import { addr, config, fakeResolver, raw, startProxy } from "./helpers/proxy.ts";
+import { config, fakeResolver, raw, startProxy } from "./helpers/proxy.ts";
 import { loadLibc } from "../src/util/libc.ts";
 import { generateMitmCa } from "../src/proxy/mitm/x509.ts";
 
