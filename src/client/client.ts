@@ -236,6 +236,7 @@ export class ExecServerClient implements AsyncDisposable {
     const transport = await withTimeout(open(), options.connectTimeoutMs ?? 10_000, "connect");
     const peer = new RpcPeer(transport.connection, {
       onNotification: (method, params) => this.#onNotification(method, params),
+      onMalformed: "close",
       logger: this.#logger,
       ...(options.trace ? { trace: options.trace } : {}),
     });
@@ -333,24 +334,27 @@ export class ExecServerClient implements AsyncDisposable {
   }
 
   #onNotification(method: string, params: unknown): Promise<void> | void {
+    // Process events never hold up the connection (per-process flow control).
     switch (method) {
       case ServerNotification.ProcessOutput: {
         const p = params as ProcessOutputNotification;
-        return this.#processes.get(p.processId)?.accept(chunkEvent(p)) ?? undefined;
+        this.#processes.get(p.processId)?.accept(chunkEvent(p));
+        return;
       }
       case ServerNotification.ProcessExited: {
         const p = params as ProcessExitedNotification;
-        return this.#processes.get(p.processId)?.accept({
+        this.#processes.get(p.processId)?.accept({
           kind: "exited",
           seq: p.seq,
           code: p.exitCode,
           signal: p.signal ?? null,
-        }) ?? undefined;
+        });
+        return;
       }
       case ServerNotification.ProcessClosed: {
         const p = params as ProcessClosedNotification;
-        return this.#processes.get(p.processId)?.accept({ kind: "closed", seq: p.seq }) ??
-          undefined;
+        this.#processes.get(p.processId)?.accept({ kind: "closed", seq: p.seq });
+        return;
       }
       case ServerNotification.HttpBodyDelta:
         return this.#bodies.accept(params as HttpBodyDeltaNotification) ?? undefined;
@@ -376,6 +380,11 @@ export class ExecServerClient implements AsyncDisposable {
     await this.ensureConnected();
     const processId = options.processId ??
       `p${++this.#processCounter}-${crypto.randomUUID().slice(0, 8)}`;
+    if (this.#processes.has(processId)) {
+      // Refused here: the server would refuse it too, and the first process
+      // must keep its routing.
+      throw new RpcError(-32600, `process ${processId} already exists`);
+    }
     const procOptions: RemoteProcessOptions = {
       stdinPiped: options.stdin === "piped" || options.tty === true,
       ...(options.stdout ? { stdout: options.stdout } : {}),
@@ -415,7 +424,7 @@ export class ExecServerClient implements AsyncDisposable {
     try {
       await this.request(Method.ProcessStart, params);
     } catch (error) {
-      this.#processes.delete(processId);
+      if (this.#processes.get(processId) === process) this.#processes.delete(processId);
       throw error;
     }
     return process;

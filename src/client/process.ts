@@ -5,10 +5,21 @@
  * Events are delivered strictly in `seq` order whatever order notifications
  * arrive in (a reorder buffer holds early ones; a gap that does not fill
  * itself is filled with `process/read`). Duplicates (a notification and a
- * read result for the same `seq`) are dropped. Output streams are bounded;
- * when one is full, delivery waits, which pauses the client's reading of the
- * connection and, through the transport, the server and the child — as with
- * a local pipe nobody reads.
+ * read result for the same `seq`) are dropped.
+ *
+ * Flow control is per process: one stream nobody reads never delays
+ * another process, another request or the connection. When a process's
+ * unread output reaches `bufferBytes`, the client asks the server to hold
+ * that process's events (`process/pauseOutput`, servers with
+ * `capabilities.outputFlowControl`): the server keeps them and, past 1 MiB,
+ * stops reading the child's pipes, so the child blocks as with a local pipe
+ * nobody reads; reading below half the bound resumes it. What was already
+ * on its way is still accepted (bounded by one round trip of output). A
+ * server without that extension (the reference) cannot be paused: past four
+ * times the bound the client stops buffering that process's output and,
+ * once the reader has caught up, fetches it again with `process/read` from
+ * the server's retained history; output the server no longer retains is
+ * reported as a gap (`reportGap`, logged), never silently skipped.
  *
  * @module
  */
@@ -77,49 +88,51 @@ export interface RemoteProcessOptions {
 /** Delay before a missing `seq` is fetched with `process/read`. */
 const GAP_FILL_MS = 250;
 
-/** A stream fed by the process, with a waiting point when it is full. */
+/** A stream fed by the process; reports how full it is and when its reader takes from it. */
 class Feed<T> {
   readonly stream: ReadableStream<T>;
   #controller!: ReadableStreamDefaultController<T>;
-  #space: PromiseWithResolvers<void> | null = null;
   #done = false;
+  readonly #highWaterMark: number;
 
-  constructor(strategy: QueuingStrategy<T>) {
+  constructor(strategy: QueuingStrategy<T>, onPull: () => void) {
+    this.#highWaterMark = strategy.highWaterMark ?? 1;
     this.stream = new ReadableStream<T>({
       start: (c) => {
         this.#controller = c;
       },
-      pull: () => {
-        this.#space?.resolve();
-        this.#space = null;
-      },
+      pull: () => onPull(),
       cancel: () => {
         this.#done = true;
-        this.#space?.resolve();
-        this.#space = null;
+        onPull();
       },
     }, strategy);
   }
 
-  /** Enqueues; returns a promise when the consumer must catch up first. */
-  push(item: T): Promise<void> | null {
-    if (this.#done) return null;
-    this.#controller.enqueue(item);
-    const size = this.#controller.desiredSize;
-    if (size !== null && size <= 0) {
-      this.#space ??= Promise.withResolvers<void>();
-      return this.#space.promise;
-    }
-    return null;
+  /** Enqueues (never waits; see {@linkcode fill}). */
+  push(item: T): void {
+    if (!this.#done) this.#controller.enqueue(item);
+  }
+
+  /** Queued size over the high-water mark (0: empty, ≥ 1: full). */
+  get fill(): number {
+    if (this.#done) return 0;
+    const desired = this.#controller.desiredSize ?? this.#highWaterMark;
+    return (this.#highWaterMark - desired) / this.#highWaterMark;
   }
 
   close(): void {
     if (this.#done) return;
     this.#done = true;
     this.#controller.close();
-    this.#space?.resolve();
   }
 }
+
+/** How a process's output flows (see the module documentation). */
+type Flow = "open" | "paused" | "dropping";
+
+/** Without server-side pausing: stop buffering at this multiple of the bound. */
+const DROP_FACTOR = 4;
 
 /** See the module documentation. */
 export class RemoteProcess implements AsyncDisposable {
@@ -144,6 +157,7 @@ export class RemoteProcess implements AsyncDisposable {
   #stdin: WritableStream<Uint8Array> | null = null;
   #stdinPiped: boolean;
   #writeCounter = 0;
+  #flow: Flow = "open";
 
   /** Created by the client; use `client.spawn()`. */
   constructor(processId: string, link: ProcessLink, options: RemoteProcessOptions) {
@@ -152,14 +166,16 @@ export class RemoteProcess implements AsyncDisposable {
     this.#stdinPiped = options.stdinPiped;
     const hwm = options.bufferBytes ?? 8 * 1024 * 1024;
     const defaultMode = options.events ? "null" : "piped";
-    const bytes = () => new Feed<Uint8Array>(new ByteLengthQueuingStrategy({ highWaterMark: hwm }));
+    const onPull = () => this.#onReaderProgress();
+    const bytes = () =>
+      new Feed<Uint8Array>(new ByteLengthQueuingStrategy({ highWaterMark: hwm }), onPull);
     this.#stdout = (options.stdout ?? defaultMode) === "piped" ? bytes() : null;
     this.#stderr = (options.stderr ?? defaultMode) === "piped" ? bytes() : null;
     if (options.events) {
       this.#events = new Feed<RemoteProcessEvent>({
         highWaterMark: Math.max(16, hwm / 65536),
         size: (e) => (e.kind === "output" ? Math.max(1, e.data.length / 65536) : 1),
-      });
+      }, onPull);
     }
     this.status = new Promise((resolve, reject) => {
       this.#resolveStatus = resolve;
@@ -257,40 +273,74 @@ export class RemoteProcess implements AsyncDisposable {
     if (!this.#finished) await this.terminate().catch(() => {});
   }
 
-  /** Accepts an event from a notification or a read (any order, duplicates ok). */
-  accept(event: Exclude<RemoteProcessEvent, { kind: "failed" }>): Promise<void> | null {
-    if (this.#finished || event.seq < this.#nextSeq || this.#pending.has(event.seq)) return null;
+  /**
+   * Accepts an event from a notification or a read (any order, duplicates
+   * ok). Never waits: flow control is per process (module documentation).
+   */
+  accept(event: Exclude<RemoteProcessEvent, { kind: "failed" }>): void {
+    if (this.#finished || event.seq < this.#nextSeq || this.#pending.has(event.seq)) return;
+    // Not buffering while the reader catches up (see `dropping`): read again later.
+    if (this.#flow === "dropping" && event.kind === "output") return;
     this.#pending.set(event.seq, event);
-    return this.#drain();
+    this.#drain();
   }
 
   /** Accepts the chunks of a `process/read` answer (catch-up after a gap or a reconnect). */
-  acceptRead(result: ProcessReadResult): Promise<void> | null {
-    let wait: Promise<void> | null = null;
-    for (const chunk of result.chunks) {
-      wait = this.accept(chunkEvent(chunk)) ?? wait;
-    }
-    return wait;
+  acceptRead(result: ProcessReadResult): void {
+    for (const chunk of result.chunks) this.accept(chunkEvent(chunk));
   }
 
-  #drain(): Promise<void> | null {
+  #drain(): void {
     while (this.#pending.has(this.#nextSeq)) {
       const event = this.#pending.get(this.#nextSeq)!;
       this.#pending.delete(this.#nextSeq);
       this.#nextSeq++;
-      const wait = this.#deliver(event);
-      if (wait) return wait.then(() => this.#drain() ?? undefined);
+      this.#deliver(event);
     }
+    this.#checkFlow();
     if (this.#pending.size > 0) this.#scheduleGapFill();
     else {
       clearTimeout(this.#gapTimer);
       this.#gapTimer = undefined;
     }
-    return null;
+  }
+
+  /** The fullest reader's backlog, relative to the bound. */
+  #fill(): number {
+    return Math.max(
+      this.#stdout?.fill ?? 0,
+      this.#stderr?.fill ?? 0,
+      this.#events?.fill ?? 0,
+    );
+  }
+
+  /** Pauses the server's output of this process (or stops buffering) when a reader is behind. */
+  #checkFlow(): void {
+    if (this.#finished || this.#flow !== "open") return;
+    const fill = this.#fill();
+    if (fill >= 1 && this.#link.supports("outputFlowControl")) {
+      this.#flow = "paused";
+      this.#link.request("process/pauseOutput", { processId: this.processId }).catch(() => {});
+    } else if (fill >= DROP_FACTOR && !this.#link.supports("outputFlowControl")) {
+      this.#flow = "dropping";
+    }
+  }
+
+  /** A reader took from a stream: resume once it is below half the bound. */
+  #onReaderProgress(): void {
+    if (this.#flow === "open" || this.#finished || this.#fill() > 0.5) return;
+    const was = this.#flow;
+    this.#flow = "open";
+    if (was === "paused") {
+      this.#link.request("process/resumeOutput", { processId: this.processId }).catch(() => {});
+    } else {
+      // Fetch what was not buffered from the server's retained history.
+      this.catchUp().catch(() => {});
+    }
   }
 
   #scheduleGapFill(): void {
-    if (this.#gapTimer !== undefined || this.#filling) return;
+    if (this.#gapTimer !== undefined || this.#filling || this.#flow === "dropping") return;
     this.#gapTimer = setTimeout(() => {
       this.#gapTimer = undefined;
       this.catchUp().catch(() => {});
@@ -310,12 +360,12 @@ export class RemoteProcess implements AsyncDisposable {
         processId: this.processId,
         afterSeq: this.#nextSeq - 1,
       });
-      await this.acceptRead(result);
+      this.acceptRead(result);
       if (this.#pending.size > 0 && !this.#pending.has(this.#nextSeq)) {
         const resumeAt = Math.min(...this.#pending.keys());
         this.#link.reportGap?.(this.processId, this.#nextSeq, resumeAt - 1);
         this.#nextSeq = resumeAt;
-        await this.#drain();
+        this.#drain();
       }
       if (
         !this.#finished && result.closed && this.#pending.size === 0 &&
@@ -337,15 +387,11 @@ export class RemoteProcess implements AsyncDisposable {
     }
   }
 
-  #deliver(event: RemoteProcessEvent): Promise<void> | null {
-    const waits: Array<Promise<void>> = [];
-    const add = (w: Promise<void> | null) => {
-      if (w) waits.push(w);
-    };
-    add(this.#events?.push(event) ?? null);
+  #deliver(event: RemoteProcessEvent): void {
+    this.#events?.push(event);
     switch (event.kind) {
       case "output":
-        add((event.stream === "stderr" ? this.#stderr : this.#stdout)?.push(event.data) ?? null);
+        (event.stream === "stderr" ? this.#stderr : this.#stdout)?.push(event.data);
         break;
       case "exited":
         this.#exited = { success: event.code === 0, code: event.code, signal: event.signal };
@@ -357,7 +403,6 @@ export class RemoteProcess implements AsyncDisposable {
       case "failed":
         break;
     }
-    return waits.length === 0 ? null : Promise.all(waits).then(() => {});
   }
 
   #finish(): void {

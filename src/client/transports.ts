@@ -16,7 +16,7 @@ import {
 } from "../jsonrpc/websocket/handshake.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import { signalGroup } from "../process/signals.ts";
-import { settleWithin } from "../util/async.ts";
+import { delay, settleWithin } from "../util/async.ts";
 import { drainLines } from "../util/line_drain.ts";
 
 /** A server started as a child process speaking NDJSON on its stdio. */
@@ -76,9 +76,11 @@ export function openCommandTransport(
       cause: error,
     });
   }
+  const stopStderr = new AbortController();
   const stderrDone = drainLines(child.stderr, {
     maxLineBytes: 64 * 1024,
     onLine: (line) => logger.debug("server.stderr", { command: target.program, line }),
+    signal: stopStderr.signal,
   });
   const connection = ndjsonConnection(child.stdout, child.stdin, {
     label: `stdio ${target.program}`,
@@ -96,7 +98,17 @@ export function openCommandTransport(
         if (!(await settleWithin(child.status, termGrace))) signalGroup(child.pid, "SIGKILL");
       }
       await child.status;
-      await stderrDone;
+      // The server is gone; whatever it left in its group (a grandchild
+      // holding our pipes) goes too — politely, then not.
+      if (signalGroup(child.pid, "SIGTERM")) {
+        await delay(Math.min(termGrace, 200));
+        signalGroup(child.pid, "SIGKILL");
+      }
+      // Never wait on a pipe something outside the group may still hold.
+      if (!(await settleWithin(stderrDone, 500))) {
+        stopStderr.abort();
+        await stderrDone;
+      }
     })();
     return closing;
   };

@@ -84,6 +84,12 @@ export interface RpcPeerOptions {
   readonly logger?: Logger;
   /** Trace context for each outbound request (e.g. the caller's active span). */
   readonly trace?: () => TraceContext | undefined;
+  /**
+   * What a malformed message does: `answer` (a server: a `-32600` with id
+   * -1, the connection goes on) or `close` (a client: a server that sends
+   * garbage is broken; the connection ends at once and calls fail).
+   */
+  readonly onMalformed?: "answer" | "close";
 }
 
 /** Options for one outbound call. */
@@ -117,6 +123,7 @@ export class RpcPeer {
   #options: RpcPeerOptions;
   #writer: WritableStreamDefaultWriter<JsonRpcMessage>;
   #logger: Logger;
+  #abandonedIds = new Set<number>();
   #concurrency: number;
   #lanes = new Map<string, Lane>();
   #queued = 0;
@@ -214,6 +221,7 @@ export class RpcPeer {
     };
     const onAbort = () => {
       cleanup();
+      this.#abandoned(id);
       reject(options.signal!.reason ?? new DOMException("aborted", "AbortError"));
     };
     if (options.signal?.aborted) {
@@ -223,6 +231,7 @@ export class RpcPeer {
     if (options.timeoutMs !== undefined) {
       timer = setTimeout(() => {
         cleanup();
+        this.#abandoned(id);
         reject(
           new RpcError(
             JsonRpcCode.InternalError,
@@ -255,6 +264,14 @@ export class RpcPeer {
     return promise;
   }
 
+  /** Remembers (boundedly) a call given up on, whose answer may still come. */
+  #abandoned(id: number): void {
+    this.#abandonedIds.add(id);
+    if (this.#abandonedIds.size > 1024) {
+      this.#abandonedIds.delete(this.#abandonedIds.values().next().value!);
+    }
+  }
+
   /** Ends the connection; in-flight calls fail with `reason`. */
   close(reason = "closed locally"): void {
     this.#outputClosed = true;
@@ -277,7 +294,8 @@ export class RpcPeer {
     if (this.#closeInfo !== null) return;
     this.#closeInfo = info;
     this.#abort.abort(new ConnectionClosedError(info.reason));
-    for (const pending of [...this.#pending.values()]) {
+    for (const [id, pending] of [...this.#pending]) {
+      this.#abandoned(id);
       pending.reject(new ConnectionClosedError(info.reason));
     }
     this.#pending.clear();
@@ -303,6 +321,12 @@ export class RpcPeer {
             connection: this.connection.label,
             detail: msg.malformed,
           });
+          if (this.#options.onMalformed === "close") {
+            const reason = `malformed message from ${this.connection.label}: ${msg.malformed}`;
+            this.connection.close(reason);
+            this.#shutdown({ reason });
+            break;
+          }
           this.send({
             jsonrpc: "2.0",
             id: -1,
@@ -351,7 +375,9 @@ export class RpcPeer {
     const id = (msg as { id: RequestId }).id;
     const pending = typeof id === "number" ? this.#pending.get(id) : undefined;
     if (!pending) {
-      this.#logger.warn("jsonrpc.unmatched_response", {
+      // A late answer to a call we gave up on (timeout, abort) is expected.
+      const expected = typeof id === "number" && this.#abandonedIds.delete(id);
+      this.#logger[expected ? "debug" : "warn"]("jsonrpc.unmatched_response", {
         connection: this.connection.label,
         id: String(id),
       });

@@ -107,6 +107,9 @@ export class ManagedProcess {
 
   #child: SpawnedChild;
   #sink: ProcessSink | null = null;
+  #paused = false;
+  /** Highest `seq` handed to a sink (delivered or on its way). */
+  #sentSeq = 0;
   #logger: Logger;
   #exitCode: number | null = null;
   #exitSignal: string | null = null;
@@ -214,11 +217,34 @@ export class ManagedProcess {
    */
   setSink(sink: ProcessSink | null): void {
     this.#sink = sink;
-    if (sink === null) return;
+    if (sink === null || this.#paused) return;
     for (const event of this.log.undelivered()) this.#deliver(sink, event);
   }
 
+  /**
+   * Holds this process's events (the client's reader of it is behind): they
+   * wait in the log, and once `maxUndeliveredBytes` wait the child's pipes
+   * are no longer read, so the child blocks. Other processes and every
+   * answer keep flowing.
+   */
+  pauseOutput(): void {
+    this.#paused = true;
+  }
+
+  /** Ends {@linkcode pauseOutput}: what waited is sent, in order. */
+  resumeOutput(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    if (this.#sink !== null) {
+      // Events handed to the connection before the pause are on their way.
+      for (const event of this.log.undelivered()) {
+        if (event.seq > this.#sentSeq) this.#deliver(this.#sink, event);
+      }
+    }
+  }
+
   #deliver(sink: ProcessSink, event: ProcessEvent): void {
+    if (event.seq > this.#sentSeq) this.#sentSeq = event.seq;
     sink.deliver(this, event).then((ok) => {
       if (ok) this.log.markDelivered(event.seq);
     });
@@ -226,7 +252,7 @@ export class ManagedProcess {
 
   #emit(event: NewProcessEvent): void {
     const full = this.log.append(event);
-    if (this.#sink !== null) this.#deliver(this.#sink, full);
+    if (this.#sink !== null && !this.#paused) this.#deliver(this.#sink, full);
   }
 
   async #pump(stream: ReadableStream<Uint8Array>, name: OutputStream): Promise<void> {

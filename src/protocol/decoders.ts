@@ -49,6 +49,7 @@ import type {
   HttpRequestParams,
   InitializeParams,
   ProcessCloseStdinParams,
+  ProcessFlowParams,
   ProcessMetadata,
   ProcessReadParams,
   ProcessResizeParams,
@@ -339,6 +340,9 @@ export const processTerminateParams = struct<ProcessTerminateParams>("TerminateP
   processId: string,
   graceMs: optional(u64),
 });
+
+/** `process/pauseOutput` and `process/resumeOutput`. */
+export const processFlowParams = struct<ProcessFlowParams>("FlowParams", { processId: string });
 
 /** `process/closeStdin`. */
 export const processCloseStdinParams = struct<ProcessCloseStdinParams>("CloseStdinParams", {

@@ -16,6 +16,8 @@ export const Method = {
   ProcessTerminate: "process/terminate",
   ProcessCloseStdin: "process/closeStdin",
   ProcessResize: "process/resize",
+  ProcessPauseOutput: "process/pauseOutput",
+  ProcessResumeOutput: "process/resumeOutput",
   FsReadFile: "fs/readFile",
   FsWriteFile: "fs/writeFile",
   FsCreateDirectory: "fs/createDirectory",
@@ -75,5 +77,7 @@ export const CONTROL_METHODS: ReadonlySet<string> = new Set([
   Method.ProcessSignal,
   Method.ProcessTerminate,
   Method.ProcessResize,
+  Method.ProcessPauseOutput,
+  Method.ProcessResumeOutput,
   Method.FsClose,
 ]);

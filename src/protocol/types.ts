@@ -83,6 +83,12 @@ export interface Capabilities {
   /** Extension: `process/closeStdin` gives a piped child EOF. */
   closeStdin: boolean;
   /**
+   * Extension: `process/pauseOutput` / `process/resumeOutput` hold one
+   * process's notifications (its child blocks once 1 MiB waits) while the
+   * connection keeps flowing for everything else.
+   */
+  outputFlowControl: boolean;
+  /**
    * Extension: output not yet delivered is never dropped; a child whose
    * output nobody takes is paused instead, and a resumed session receives
    * the output produced while it was detached.
@@ -299,6 +305,12 @@ export interface ProcessTerminateParams {
 export interface ProcessTerminateResult {
   /** The process was running (and is now being killed). */
   running: boolean;
+}
+
+/** Params of `process/pauseOutput` and `process/resumeOutput` (extension). */
+export interface ProcessFlowParams {
+  /** The process. */
+  processId: string;
 }
 
 /** Params of `process/closeStdin` (extension). */

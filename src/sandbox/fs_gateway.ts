@@ -103,6 +103,7 @@ class FsWorker {
     this.#child.status.then(() => this.onGone(), () => this.onGone());
     this.peer = new RpcPeer(
       ndjsonConnection(this.#child.stdout, this.#child.stdin, { label: "sandbox fs worker" }),
+      { onMalformed: "close" },
     );
     this.peer.closed.then(() => this.close());
     this.ready = this.peer.request("initialize", { clientName: `exec-server ${VERSION} gateway` })

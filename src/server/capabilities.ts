@@ -45,6 +45,7 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     extendedSignals: processes,
     terminateGrace: processes,
     closeStdin: has(Method.ProcessCloseStdin),
+    outputFlowControl: has(Method.ProcessPauseOutput) && has(Method.ProcessResumeOutput),
     losslessOutput: processes,
     httpBodyLimit: has(Method.HttpRequest),
     managedNetworkProxy: processes && (inputs.managedNetworkProxy ?? false),

@@ -15,6 +15,8 @@ export interface DrainLinesOptions {
   readonly onLine: (line: string) => void;
   /** The first `maxLineBytes` of a longer line. Default: `onLine`. */
   readonly onOverflow?: (partial: string) => void;
+  /** Stops reading (the stream is cancelled): a pipe a grandchild holds may never end. */
+  readonly signal?: AbortSignal;
 }
 
 /** Consumes `stream` to its end (read errors end it quietly). */
@@ -33,8 +35,14 @@ export async function drainLines(
     if (overflow) (options.onOverflow ?? options.onLine)(text);
     else options.onLine(text);
   };
+  const reader = stream.getReader();
+  const stop = () => void reader.cancel().catch(() => {});
+  if (options.signal?.aborted) stop();
+  options.signal?.addEventListener("abort", stop, { once: true });
   try {
-    for await (const chunk of stream) {
+    for (;;) {
+      const { value: chunk, done } = await reader.read();
+      if (done) break;
       let start = 0;
       while (start < chunk.length) {
         const nl = chunk.indexOf(0x0a, start);
@@ -54,6 +62,9 @@ export async function drainLines(
     }
   } catch {
     // The pipe broke: what was read is reported below.
+  } finally {
+    options.signal?.removeEventListener("abort", stop);
+    reader.releaseLock();
   }
   emit(false);
 }

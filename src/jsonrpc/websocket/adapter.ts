@@ -104,6 +104,13 @@ export function webSocketConnection(
     close(reason = "closed locally") {
       latch.resolve({ reason });
       channel.close(1000, "").catch(() => {});
+      // Nobody reads messages any more: keep taking frames, so the peer's
+      // Close frame is seen and the handshake ends at once, not at its timeout.
+      (async () => {
+        try {
+          while (!(await messages.read()).done) { /* discard */ }
+        } catch { /* ended */ }
+      })();
     },
   };
 }

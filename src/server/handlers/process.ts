@@ -12,6 +12,7 @@ import { ManagedProcess, StdinWriteError } from "../../process/managed_process.t
 import { spawnChild, type SpawnedChild, SpawnError } from "../../process/spawn.ts";
 import {
   processCloseStdinParams,
+  processFlowParams,
   processReadParams,
   processResizeParams,
   processSignalParams,
@@ -292,6 +293,16 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
       } catch (error) {
         throw internalError(`failed to signal process: ${(error as Error).message}`, error);
       }
+      return {};
+    }),
+
+    [Method.ProcessPauseOutput]: defineMethod(processFlowParams, (p, ctx) => {
+      ctx.session.process(p.processId)?.pauseOutput();
+      return {};
+    }),
+
+    [Method.ProcessResumeOutput]: defineMethod(processFlowParams, (p, ctx) => {
+      ctx.session.process(p.processId)?.resumeOutput();
       return {};
     }),
 

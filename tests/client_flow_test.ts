@@ -1,0 +1,161 @@
+// The client library under a reader that stops reading, duplicate process
+// ids, servers that misbehave at the end (a grandchild holding their stderr)
+// or at the start (a reply that is not JSON), and closing over WebSocket.
+// Each of these froze, lost a process or hung before.
+
+import { connect, type ConnectOptions } from "../src/client/client.ts";
+import { nullLogger } from "../src/log/logger.ts";
+import { ExecServer } from "../src/server/exec_server.ts";
+import { listenWebSocket } from "../src/server/listen_ws.ts";
+import { assert, assertEquals, assertRejects } from "./helpers/assert.ts";
+import { referenceBin, referenceHome } from "./helpers/reference.ts";
+import { CLI, eventually, memoryLogger } from "./helpers/wire_client.ts";
+
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
+function servers(): Array<[string, ConnectOptions]> {
+  const list: Array<[string, ConnectOptions]> = [[
+    "ours",
+    {
+      command: {
+        program: Deno.execPath(),
+        args: ["run", "-A", CLI, "serve", "--listen", "stdio", "--log-level", "error"],
+      },
+    },
+  ]];
+  const ref = referenceBin();
+  if (ref) {
+    list.push(["reference", {
+      command: {
+        program: ref,
+        args: ["exec-server", "--listen", "stdio"],
+        env: { CODEX_HOME: referenceHome() },
+      },
+    }]);
+  }
+  return list;
+}
+
+/** Host pids whose command line is `sleep <seconds>`. */
+function sleepers(seconds: string): number[] {
+  const found: number[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const [program, arg] = Deno.readTextFileSync(`/proc/${entry.name}/cmdline`).split("\0");
+      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+      if (program?.endsWith("sleep") && arg === seconds && state !== "Z") {
+        found.push(Number(entry.name));
+      }
+    } catch { /* gone */ }
+  }
+  return found;
+}
+
+for (const [name, options] of servers()) {
+  Deno.test(`client (${name}): one unread stream delays no other process and no answer`, async () => {
+    await using client = await connect(options);
+    const noisy = await client.spawn(["head", "-c", String(40 * 1024 * 1024), "/dev/zero"]);
+    // Let it fill its buffer: nobody reads it.
+    await new Promise((r) => setTimeout(r, 300));
+    const started = performance.now();
+    const out = await client.command("echo", { args: ["hi"] }).output();
+    assertEquals(text(out.stdout), "hi\n");
+    const info = await client.request("environment/info");
+    assert(info);
+    assert(performance.now() - started < 5000, `took ${performance.now() - started} ms`);
+    if (name === "ours") {
+      // Paused, not lost: the child waits for its reader, every byte arrives.
+      assert(!noisy.finished);
+      let total = 0;
+      for await (const chunk of noisy.stdout) total += chunk.length;
+      assertEquals(total, 40 * 1024 * 1024);
+      assertEquals((await noisy.status).code, 0);
+    } else {
+      // The reference cannot pause one process: the client stops buffering
+      // it instead; terminating it still answers at once.
+      await noisy.terminate();
+      await noisy.stdout.cancel();
+    }
+  });
+
+  Deno.test(`client (${name}): a duplicate processId is refused locally; the first keeps running`, async () => {
+    await using client = await connect(options);
+    const first = await client.spawn(["sh", "-c", "read x; echo first:$x"], {
+      processId: "dup",
+      stdin: "piped",
+    });
+    await assertRejects(
+      () => client.spawn(["echo", "second"], { processId: "dup" }),
+      Error,
+      "process dup already exists",
+    );
+    const writer = first.stdin.getWriter();
+    await writer.write(new TextEncoder().encode("ok\n"));
+    await writer.close();
+    const out = await first.output();
+    assertEquals([out.code, text(out.stdout)], [0, "first:ok\n"]);
+  });
+}
+
+Deno.test("client: close() ends a stdio server's whole group, even a grandchild holding its stderr", async () => {
+  const client = await connect({
+    command: {
+      program: "sh",
+      args: [
+        "-c",
+        `sleep 31341 >&2 & exec "$0" run -A "$1" serve --listen stdio --log-level error`,
+        Deno.execPath(),
+        CLI,
+      ],
+    },
+    stopTimings: { eofGraceMs: 2000, termGraceMs: 500 },
+  });
+  assert(sleepers("31341").length === 1, "the grandchild runs");
+  const started = performance.now();
+  await client.close();
+  assert(performance.now() - started < 4000, `close took ${performance.now() - started} ms`);
+  assert(await eventually(() => sleepers("31341").length === 0), "the grandchild outlived close");
+});
+
+Deno.test("client: a reply that is not JSON fails the connection at once and stops the server", async () => {
+  const started = performance.now();
+  await assertRejects(
+    () =>
+      connect({
+        command: { program: "sh", args: ["-c", "read line; echo not json; exec sleep 31342"] },
+        stopTimings: { eofGraceMs: 100, termGraceMs: 100 },
+        initializeTimeoutMs: 20_000,
+      }),
+    Error,
+    "malformed message",
+  );
+  assert(performance.now() - started < 5000, `took ${performance.now() - started} ms`);
+  assert(await eventually(() => sleepers("31342").length === 0), "the server was not stopped");
+});
+
+Deno.test("client: over WebSocket, close() is quick and a late answer is no warning", async () => {
+  const server = new ExecServer({ logger: nullLogger });
+  const listener = listenWebSocket(server, { hostname: "127.0.0.1", port: 0 });
+  const { logger, lines } = memoryLogger("debug");
+  try {
+    for (let i = 0; i < 3; i++) {
+      const client = await connect({ url: listener.url, logger });
+      const out = await client.command("sh", { args: ["-c", "echo hi; echo err >&2"] }).output();
+      assertEquals(text(out.stdout), "hi\n");
+      assertEquals(
+        await client.fs.readTextFile("/etc/hostname"),
+        Deno.readTextFileSync("/etc/hostname"),
+      );
+      const started = performance.now();
+      await client.close();
+      assert(performance.now() - started < 1000, `close took ${performance.now() - started} ms`);
+    }
+    const warnings = lines.filter((l) => JSON.parse(l).level === "warn");
+    assertEquals(warnings, []);
+  } finally {
+    await listener.close();
+    await server.close();
+  }
+});
