@@ -159,3 +159,66 @@ Deno.test("client: over WebSocket, close() is quick and a late answer is no warn
     await server.close();
   }
 });
+
+Deno.test("client: a restarted server replaces the lost session; its processes fail with the reason", async () => {
+  let server = new ExecServer({ logger: nullLogger });
+  let listener = listenWebSocket(server, { hostname: "127.0.0.1", port: 0 });
+  const port = Number(new URL(listener.url).port);
+  const client = await connect({
+    url: listener.url,
+    reconnect: { initialDelayMs: 20, maxDelayMs: 100 },
+  });
+  try {
+    const first = client.sessionId;
+    const long = await client.spawn(["sleep", "31343"]);
+    await listener.close();
+    await server.close(); // its processes die with it
+    server = new ExecServer({ logger: nullLogger });
+    listener = listenWebSocket(server, { hostname: "127.0.0.1", port });
+    const failed = await long.status.then(() => "exited", (e) => (e as Error).message);
+    assert(failed.includes(`session ${first} was lost`), failed);
+    const out = await client.command("echo", { args: ["again"] }).output();
+    assertEquals(text(out.stdout), "again\n");
+    assert(client.sessionId !== null && client.sessionId !== first);
+  } finally {
+    await client.close();
+    await listener.close();
+    await server.close();
+  }
+});
+
+Deno.test("client: resumeSessionId and attach pick up a process another client started", async () => {
+  const server = new ExecServer({ logger: nullLogger });
+  const listener = listenWebSocket(server, { hostname: "127.0.0.1", port: 0 });
+  try {
+    const a = await connect({ url: listener.url });
+    const started = await a.spawn(
+      ["sh", "-c", "echo one; read x; echo two:$x"],
+      { processId: "keep", stdin: "piped" },
+    );
+    assertEquals(started.processId, "keep");
+    const sessionId = a.sessionId!;
+    await a.close(); // detaches the session; the process keeps running
+    await assertRejects(
+      () => connect({ url: listener.url, resumeSessionId: "no-such-session" }),
+      Error,
+      "unknown session id",
+    );
+    const b = await connect({ url: listener.url, resumeSessionId: sessionId });
+    try {
+      assertEquals(b.sessionId, sessionId);
+      const again = await b.attach("keep", { stdin: "piped" });
+      const writer = again.stdin.getWriter();
+      await writer.write(new TextEncoder().encode("b\n"));
+      await writer.close();
+      const out = await again.output();
+      assertEquals([out.code, text(out.stdout)], [0, "one\ntwo:b\n"]);
+      await assertRejects(() => b.attach("nope"), Error);
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await listener.close();
+    await server.close();
+  }
+});

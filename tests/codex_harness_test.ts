@@ -6,12 +6,12 @@
 
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import { fakeModel, type Json, toolOutputs, type Turn } from "./helpers/fake_model.ts";
-import { referenceBin, referenceHome } from "./helpers/reference.ts";
+import { referenceBin, referenceHome, scratchRoot } from "./helpers/reference.ts";
 import { CLI } from "./helpers/wire_client.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 
 const REF = referenceBin();
-const CACHE = new URL("../.cache/", import.meta.url).pathname;
+const CACHE = scratchRoot();
 
 /** Starts an exec-server on a WebSocket and returns its URL. */
 async function startServer(kind: "ours" | "reference") {

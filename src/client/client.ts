@@ -5,13 +5,16 @@
  * - Responses are matched by id, in any order. The first disconnect reason
  *   is latched: in-flight calls and open processes fail with it, and later
  *   calls are rejected at once with the same reason.
- * - With `reconnect` (WebSocket), a dropped connection is re-established in
- *   the background — one attempt at a time, shared by every caller, with
- *   exponential backoff and jitter capped at 30 s — and the session is
- *   resumed; every open process then catches up with `process/read` from
- *   the last `seq` it delivered, so nothing is lost or repeated. Calls whose
- *   delivery is unknown (in flight at the disconnect) fail; they are never
- *   re-sent silently.
+ * - With `reconnect` (on by default for URLs and rendezvous), a dropped
+ *   connection is re-established in the background — one attempt at a time,
+ *   shared by every caller, with exponential backoff and jitter capped at
+ *   30 s — and the session is resumed; every open process then catches up
+ *   with `process/read` from the last `seq` it delivered, so nothing is lost
+ *   or repeated. When the server no longer knows the session (it restarted,
+ *   or the session expired), a fresh session replaces it: the lost session's
+ *   processes fail with that reason and new calls go on. Calls whose delivery
+ *   is unknown (in flight at the disconnect) fail; they are never re-sent
+ *   silently.
  *
  * @module
  */
@@ -26,6 +29,7 @@ import type {
   Capabilities,
   EnvironmentInfo,
   EnvPolicy,
+  FileSystemSandboxContext,
   HttpBodyDeltaNotification,
   InitializeResult,
   ProcessClosedNotification,
@@ -79,8 +83,16 @@ export interface ConnectOptions {
   readonly connectTimeoutMs?: number;
   /** `initialize` timeout. Default 10 000 ms. */
   readonly initializeTimeoutMs?: number;
-  /** Reconnect and resume after a dropped connection (WebSocket and custom transports). */
+  /**
+   * Reconnect and resume after a dropped connection (WebSocket, rendezvous
+   * and custom transports). Default: on for `url` and `rendezvous`.
+   */
   readonly reconnect?: boolean | ReconnectOptions;
+  /**
+   * Resume this session (from another client or an earlier run) at the
+   * first connection; an unknown id fails `connect`.
+   */
+  readonly resumeSessionId?: string;
   /** Largest message this client accepts (declared to servers that understand it). */
   readonly maxMessageBytes?: number;
   /** Grace periods when stopping a spawned server. */
@@ -126,6 +138,10 @@ export interface SpawnOptions {
   readonly processId?: string;
   /** Bytes buffered per output stream before delivery waits. Default 8 MiB. */
   readonly bufferBytes?: number;
+  /** Run confined: Codex's `FileSystemSandboxContext` (paths as `file:` URIs). */
+  readonly sandbox?: FileSystemSandboxContext;
+  /** Route the process's network through the server's managed proxy. */
+  readonly enforceManagedNetwork?: boolean;
 }
 
 const DEFAULT_POLICY: EnvPolicy = {
@@ -170,9 +186,17 @@ export class ExecServerClient implements AsyncDisposable {
     if (!options.command && !options.url && !options.transport && !options.rendezvous) {
       throw new TypeError("connect needs a command, a url, a rendezvous provider, or a transport");
     }
+    const reconnect = options.reconnect ??
+      (options.url !== undefined || options.rendezvous !== undefined);
     this.#options = options.rendezvous && !options.transport
-      ? { connectTimeoutMs: 30_000, ...options, transport: rendezvousTransport(options.rendezvous) }
-      : options;
+      ? {
+        connectTimeoutMs: 30_000,
+        ...options,
+        reconnect,
+        transport: rendezvousTransport(options.rendezvous),
+      }
+      : { ...options, reconnect };
+    this.#sessionId = options.resumeSessionId ?? null;
     this.#logger = options.logger ?? nullLogger;
     this.fs = new RemoteFs({
       request: (method, params) => this.request(method, params),
@@ -273,13 +297,21 @@ export class ExecServerClient implements AsyncDisposable {
   async #connectLoop(): Promise<void> {
     const reconnect = this.#options.reconnect;
     const policy: ReconnectOptions = typeof reconnect === "object" ? reconnect : {};
-    const resuming = this.#sessionId !== null;
+    // The first connection resuming a given session must find it.
+    const explicit = this.#peer === null && this.#info === null;
+    let resuming = this.#sessionId !== null;
     for (let attempt = 0;; attempt++) {
       try {
         await this.#connectOnce();
         if (resuming) await this.#catchUpAll();
         return;
       } catch (error) {
+        if (resuming && !explicit && reconnect && isUnknownSession(error) && !this.#closing) {
+          this.#replaceSession(`session ${this.#sessionId} was lost: ${(error as Error).message}`);
+          resuming = false;
+          attempt = -1;
+          continue;
+        }
         const fatal = !resuming || !reconnect ||
           (error instanceof RpcError && (error.code === -32600 || error.code === -32010)) ||
           attempt + 1 >= (policy.maxAttempts ?? Infinity) || this.#closing;
@@ -300,6 +332,18 @@ export class ExecServerClient implements AsyncDisposable {
         await delay(wait);
       }
     }
+  }
+
+  /**
+   * The server no longer knows our session: its processes are gone with it.
+   * They fail with `reason`; the next connection starts a fresh session.
+   */
+  #replaceSession(reason: string): void {
+    this.#logger.warn("client.session_replaced", { sessionId: this.#sessionId, reason });
+    this.#sessionId = null;
+    for (const p of [...this.#processes.values()]) p.fail(reason);
+    this.#processes.clear();
+    this.#bodies.failAll(reason);
   }
 
   async #catchUpAll(): Promise<void> {
@@ -375,16 +419,33 @@ export class ExecServerClient implements AsyncDisposable {
     return await peer.request<T>(method, params);
   }
 
-  /** Starts `argv` on the server. */
-  async spawn(argv: readonly string[], options: SpawnOptions = {}): Promise<RemoteProcess> {
+  /**
+   * Attaches to a process already running in this session (started by an
+   * earlier client of a resumed session): its retained output is fetched
+   * with `process/read`, then it streams like a spawned one.
+   */
+  async attach(
+    processId: string,
+    options: Pick<SpawnOptions, "stdin" | "stdout" | "stderr" | "events" | "bufferBytes"> = {},
+  ): Promise<RemoteProcess> {
     await this.ensureConnected();
-    const processId = options.processId ??
-      `p${++this.#processCounter}-${crypto.randomUUID().slice(0, 8)}`;
     if (this.#processes.has(processId)) {
-      // Refused here: the server would refuse it too, and the first process
-      // must keep its routing.
-      throw new RpcError(-32600, `process ${processId} already exists`);
+      throw new RpcError(-32600, `process ${processId} is already attached`);
     }
+    const process = this.#newProcess(processId, options);
+    try {
+      await process.catchUp();
+    } catch (error) {
+      if (this.#processes.get(processId) === process) this.#processes.delete(processId);
+      throw error;
+    }
+    return process;
+  }
+
+  #newProcess(
+    processId: string,
+    options: Pick<SpawnOptions, "stdin" | "stdout" | "stderr" | "events" | "bufferBytes" | "tty">,
+  ): RemoteProcess {
     const procOptions: RemoteProcessOptions = {
       stdinPiped: options.stdin === "piped" || options.tty === true,
       ...(options.stdout ? { stdout: options.stdout } : {}),
@@ -406,8 +467,22 @@ export class ExecServerClient implements AsyncDisposable {
           toSeq: to,
         }),
     }, procOptions);
-    // Registered before the request: output may arrive before the answer.
+    // Registered before any request: output may arrive before the answer.
     this.#processes.set(processId, process);
+    return process;
+  }
+
+  /** Starts `argv` on the server. */
+  async spawn(argv: readonly string[], options: SpawnOptions = {}): Promise<RemoteProcess> {
+    await this.ensureConnected();
+    const processId = options.processId ??
+      `p${++this.#processCounter}-${crypto.randomUUID().slice(0, 8)}`;
+    if (this.#processes.has(processId)) {
+      // Refused here: the server would refuse it too, and the first process
+      // must keep its routing.
+      throw new RpcError(-32600, `process ${processId} already exists`);
+    }
+    const process = this.#newProcess(processId, options);
     const params: Record<string, unknown> = {
       processId,
       argv,
@@ -421,6 +496,8 @@ export class ExecServerClient implements AsyncDisposable {
     if (options.arg0 !== undefined) params.arg0 = options.arg0;
     if (options.rows !== undefined) params.rows = options.rows;
     if (options.cols !== undefined) params.cols = options.cols;
+    if (options.sandbox !== undefined) params.sandbox = options.sandbox;
+    if (options.enforceManagedNetwork) params.enforceManagedNetwork = true;
     try {
       await this.request(Method.ProcessStart, params);
     } catch (error) {
@@ -467,6 +544,11 @@ export class ExecServerClient implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+function isUnknownSession(error: unknown): boolean {
+  return error instanceof RpcError && error.code === -32600 &&
+    error.message.startsWith("unknown session id");
 }
 
 /** Connects now (and completes the handshake). */

@@ -15,11 +15,23 @@ export function referenceBin(): string | null {
 }
 
 /**
- * A `CODEX_HOME` for the reference server outside `/tmp` (its sandbox
- * helper lives there and `/tmp` is replaced inside its sandboxes).
+ * A scratch directory for tests that must not live under `/tmp`: sandbox
+ * policies make `/tmp` writable (so an "outside" directory there is not
+ * outside), and the reference's sandbox helper, which it keeps in
+ * `CODEX_HOME`, is not reachable from its sandboxes there. The repository's
+ * `.cache/`, or `~/.cache/exec-server-tests` when the checkout itself is
+ * under `/tmp`.
  */
-export function referenceHome(): string {
-  const base = new URL("../../.cache/", import.meta.url).pathname;
+export function scratchRoot(): string {
+  const repo = new URL("../../", import.meta.url).pathname;
+  const base = repo.startsWith("/tmp/")
+    ? `${Deno.env.get("HOME") ?? "/root"}/.cache/exec-server-tests/`
+    : `${repo}.cache/`;
   Deno.mkdirSync(base, { recursive: true });
-  return Deno.makeTempDirSync({ dir: base, prefix: "codex-home-" });
+  return base;
+}
+
+/** A fresh `CODEX_HOME` for the reference server (see {@linkcode scratchRoot}). */
+export function referenceHome(): string {
+  return Deno.makeTempDirSync({ dir: scratchRoot(), prefix: "codex-home-" });
 }

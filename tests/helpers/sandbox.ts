@@ -4,12 +4,10 @@
 
 import type { Msg, WireClient } from "./wire_client.ts";
 import { spawnCommandServer, type SpawnedServer, spawnStdioServer } from "./wire_client.ts";
-import { referenceBin, referenceHome } from "./reference.ts";
-
-const ROOT = new URL("../../.cache/", import.meta.url).pathname;
+import { referenceBin, referenceHome, scratchRoot } from "./reference.ts";
 
 export interface SandboxFixture {
-  /** The fixture's own directory (under the repository's `.cache`, not /tmp). */
+  /** The fixture's own directory (not under /tmp: see `scratchRoot`). */
   readonly base: string;
   /** The workspace root. */
   readonly ws: string;
@@ -23,8 +21,7 @@ export interface SandboxFixture {
  * dangle -> outside/new.txt; outside/: s.txt ("secret").
  */
 export async function sandboxFixture(): Promise<SandboxFixture> {
-  await Deno.mkdir(ROOT, { recursive: true });
-  const base = await Deno.makeTempDir({ dir: ROOT, prefix: "sandbox-" });
+  const base = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "sandbox-" });
   const ws = `${base}/ws`;
   const outside = `${base}/outside`;
   await Deno.mkdir(`${ws}/.git/hooks`, { recursive: true });
