@@ -234,7 +234,7 @@ function wsServer() {
 
 Deno.test("client: a lost connection fails in-flight calls, processes and later calls with the first reason", async () => {
   await using s = wsServer();
-  const client = await connect({ url: s.listener.url });
+  const client = await connect({ url: s.listener.url, reconnect: false });
   const p = await client.spawn(["sleep", "30"], { events: true });
   const poll = client.request("process/read", {
     processId: p.processId,

@@ -85,7 +85,8 @@ export interface ConnectOptions {
   readonly initializeTimeoutMs?: number;
   /**
    * Reconnect and resume after a dropped connection (WebSocket, rendezvous
-   * and custom transports). Default: on for `url` and `rendezvous`.
+   * and custom transports). Default: on for `url` and `rendezvous`, giving up
+   * after 8 attempts (about a minute).
    */
   readonly reconnect?: boolean | ReconnectOptions;
   /**
@@ -186,8 +187,12 @@ export class ExecServerClient implements AsyncDisposable {
     if (!options.command && !options.url && !options.transport && !options.rendezvous) {
       throw new TypeError("connect needs a command, a url, a rendezvous provider, or a transport");
     }
+    // On by default where a connection can drop and come back; bounded
+    // then, so that calls fail once a server is gone for good.
     const reconnect = options.reconnect ??
-      (options.url !== undefined || options.rendezvous !== undefined);
+      (options.url !== undefined || options.rendezvous !== undefined
+        ? { maxAttempts: DEFAULT_RECONNECT_ATTEMPTS }
+        : false);
     this.#options = options.rendezvous && !options.transport
       ? {
         connectTimeoutMs: 30_000,
@@ -545,6 +550,9 @@ export class ExecServerClient implements AsyncDisposable {
     return this.close();
   }
 }
+
+/** Attempts of the default reconnect policy (backoff 250 ms · 2^n, ≤ 30 s: about a minute). */
+const DEFAULT_RECONNECT_ATTEMPTS = 8;
 
 function isUnknownSession(error: unknown): boolean {
   return error instanceof RpcError && error.code === -32600 &&
