@@ -26,6 +26,10 @@
  * console.log(listener.url);
  * ```
  *
+ * Run as a program, this module is the `exec-server` command line:
+ * `deno run -A jsr:@org/exec-server serve --listen stdio` (JSR's default
+ * entry), `deno install -g -A -n exec-server jsr:@org/exec-server`.
+ *
  * @module
  */
 
@@ -295,3 +299,10 @@ export {
   type LogLevel,
   nullLogger,
 } from "./src/log/logger.ts";
+
+// Run as a program (`deno run -A jsr:@org/exec-server …`): the command line.
+// Loaded only then, so a library import does not load the CLI's modules.
+if (import.meta.main) {
+  const { main } = await import("./src/cli/main.ts");
+  Deno.exit(await main(Deno.args));
+}

@@ -221,3 +221,79 @@ Deno.test("cli: capability-token file secrets shorter checks and help", async ()
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("cli: the package's default entry (mod.ts) runs the command line; relay without KV says why", async () => {
+  const mod = new URL("../mod.ts", import.meta.url).pathname;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", mod, "serve", "--listen", "stdio", "--log-level", "error"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(
+    new TextEncoder().encode('{"id":1,"method":"initialize","params":{"clientName":"x"}}\n'),
+  );
+  const { line, rest } = await firstLine(child.stdout);
+  assert(JSON.parse(line).result.sessionId, line);
+  await writer.close();
+  await rest.cancel();
+  assertEquals((await child.status).code, 0);
+  // Without --unstable-kv (a deno.json-less install): a clear message, exit 1.
+  const relay = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--no-config", mod, "relay", "--listen", "http://127.0.0.1:0"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assertEquals(relay.code, 1);
+  assertStringIncludes(new TextDecoder().decode(relay.stderr), "--unstable-kv");
+});
+
+Deno.test("cli: SIGINT ends cleanly while a dead client's chatty process is paused by backpressure", async () => {
+  const server = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, "serve", "--listen", "ws://127.0.0.1:0", "--log-level", "debug"],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const { line: url, rest } = await firstLine(server.stdout);
+  const logs = server.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  let seen = "";
+  const waitLog = async (event: string) => {
+    while (!seen.includes(`"event":"${event}"`)) {
+      const { value, done } = await logs.read();
+      if (done) throw new Error(`server ended before ${event}: ${seen}`);
+      seen += value;
+    }
+  };
+  const client = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      CLI,
+      "exec",
+      "--url",
+      url,
+      "--",
+      "sh",
+      "-c",
+      "while :; do echo spam31344; done",
+    ],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const out = client.stdout.getReader();
+  await out.read(); // it runs
+  client.kill("SIGKILL");
+  await client.status;
+  await out.cancel();
+  await waitLog("connection.closed");
+  // Nobody receives its output now: it is held, and the child is (or was
+  // already, by the client's flow control) paused.
+  await waitLog("process.output_paused");
+  server.kill("SIGINT");
+  const status = await server.status;
+  await rest.cancel();
+  await logs.cancel();
+  assertEquals(status.code, 0, seen);
+  assert(!seen.includes("Top-level await"), seen);
+});

@@ -366,7 +366,7 @@ Deno.test({
     // The whole tree: background children die with the sandbox.
     await start("tree", "sleep 31337 & sleep 31338 & echo ready; wait");
     await output("tree", "ready");
-    assert(sleepers().length >= 2, "the children run");
+    assert(await eventually(() => sleepers().length >= 2), "the children run");
     await c.request("process/terminate", { processId: "tree" });
     assertEquals((await exited("tree")).exitCode, 137);
     assert(await eventually(() => sleepers().length === 0), `survivors: ${sleepers()}`);

@@ -268,7 +268,16 @@ export class ManagedProcess {
     let buffer = new ArrayBuffer(CHUNK);
     try {
       for (;;) {
-        for (let room = this.log.room(); room !== null; room = this.log.room()) await room;
+        // A disposed process stops waiting (releaseRoom wakes it once; the
+        // log may still say "full" for a session that kept its history).
+        let room = this.log.room();
+        if (room !== null) {
+          this.#logger.debug("process.output_paused", {
+            processId: this.id,
+            undeliveredBytes: this.log.undeliveredBytes,
+          });
+        }
+        for (; room !== null && !this.#disposed; room = this.log.room()) await room;
         const ready = this.#sink?.ready() ?? null;
         if (ready !== null) await ready;
         if (this.#disposed) break;

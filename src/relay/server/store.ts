@@ -79,6 +79,12 @@ export class RelayStore implements Disposable {
 
   /** Opens `path` (a file or a remote KV URL; default an in-memory store). */
   static async open(path?: string): Promise<RelayStore> {
+    if (typeof Deno.openKv !== "function") {
+      throw new Error(
+        "the relay's store needs Deno KV: run with --unstable-kv " +
+          "(deno run -A --unstable-kv …, or deno install … --unstable-kv)",
+      );
+    }
     return new RelayStore(await Deno.openKv(path ?? ":memory:"));
   }
 
