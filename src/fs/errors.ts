@@ -59,6 +59,10 @@ export async function checkNoSymlinks(
   path: string,
   onFinal: RpcError | null,
 ): Promise<"final" | "none"> {
+  // The common case in one system call: a path that is already its own
+  // canonical form has no symlink (nor `.`, `..`, `//`) anywhere. Otherwise
+  // the walk below finds which component is one, with the exact error.
+  if (await Deno.realPath(path).then((real) => real === path, () => false)) return "none";
   const parts = path.split("/").filter(Boolean);
   let prefix = "";
   for (let i = 0; i < parts.length; i++) {
