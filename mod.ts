@@ -71,9 +71,23 @@ export {
   type RemoteCommandOptions,
   type RemoteCommandOutput,
 } from "./src/client/command.ts";
-export { type RemoteFile, RemoteFs, type RemotePath } from "./src/client/fs.ts";
+export {
+  asDenoError,
+  isRemoteFailure,
+  RemoteAlreadyExists,
+  type RemoteDirEntry,
+  type RemoteFile,
+  type RemoteFileInfo,
+  RemoteFs,
+  type RemoteFsFailure,
+  RemoteIsADirectory,
+  RemoteNotADirectory,
+  RemoteNotFound,
+  type RemotePath,
+  RemotePermissionDenied,
+} from "./src/client/fs.ts";
 export type { CommandTarget, OpenedTransport, StopTimings } from "./src/client/transports.ts";
-export { inProcessTransport } from "./src/client/in_process.ts";
+export { type InProcessServer, inProcessTransport } from "./src/client/in_process.ts";
 
 // Egress proxy
 export {

@@ -6,6 +6,7 @@
 import { connect, type ConnectOptions } from "../src/client/client.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
+import { inProcessTransport } from "../src/client/in_process.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { assert, assertEquals, assertRejects } from "./helpers/assert.ts";
 import { referenceBin, referenceHome } from "./helpers/reference.ts";
@@ -221,4 +222,34 @@ Deno.test("client: resumeSessionId and attach pick up a process another client s
     await listener.close();
     await server.close();
   }
+});
+
+Deno.test("client: Deno-shaped conveniences — run(), Deno.Signal names, AbortSignal and timeout, inProcessTransport(server)", async () => {
+  await using server = new ExecServer();
+  await using client = await connect({ transport: inProcessTransport(server) });
+  const listed = await client.run("printf 'a\\nb\\n' | wc -l; echo oops >&2; exit 3");
+  assertEquals(listed, { code: 3, success: false, stdout: "2\n", stderr: "oops\n" });
+  // A Deno.Signal name reaches the program's trap.
+  const trapped = await client.spawn([
+    "sh",
+    "-c",
+    "trap 'echo got-term; exit 9' TERM; echo ready; while :; do sleep 0.05; done",
+  ]);
+  const reader = trapped.stdout.getReader();
+  assertEquals(text((await reader.read()).value!), "ready\n");
+  await trapped.kill("SIGTERM");
+  assertEquals(text((await reader.read()).value!), "got-term\n");
+  reader.releaseLock();
+  assertEquals((await trapped.status).code, 9);
+  // AbortSignal and timeoutMs terminate the process.
+  const abort = new AbortController();
+  const aborted = await client.spawn(["sleep", "31345"], { signal: abort.signal });
+  abort.abort();
+  assertEquals((await aborted.status).code, 137);
+  const timed = await client.command("sleep", { args: ["31346"], timeoutMs: 100 }).output();
+  assertEquals(timed.code, 137);
+  await assertRejects(
+    () => client.spawn(["true"], { signal: AbortSignal.abort() }),
+    Error,
+  );
 });

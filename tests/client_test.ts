@@ -90,12 +90,40 @@ for (const [name, options] of servers()) {
       assertEquals(await client.fs.readFile(`${dir}/big.bin`), big);
       await client.fs.mkdir(`${dir}/a/b`, { recursive: true });
       await client.fs.copy(`${dir}/small.txt`, `${dir}/a/b/copy.txt`);
-      assertEquals((await client.fs.readDir(`${dir}/a/b`)).map((e) => e.fileName), ["copy.txt"]);
+      assertEquals(
+        (await client.fs.readDirectory(`${dir}/a/b`)).map((e) => e.fileName),
+        ["copy.txt"],
+      );
       assertEquals(await client.fs.realPath(`${dir}/a/../small.txt`), `file://${dir}/small.txt`);
       const walked = await client.fs.walk(dir);
       assert(walked.entries.some((e) => e.path.endsWith("/a/b/copy.txt")));
+      // The Deno-shaped surface: readDir, stat/lstat, exists, rename, Deno.errors.
+      await Deno.symlink(`${dir}/small.txt`, `${dir}/a/b/link`);
+      await Deno.symlink(`${dir}/gone`, `${dir}/a/b/dangling`);
+      const listed = [];
+      for await (const e of client.fs.readDir(`${dir}/a/b`)) listed.push(e);
+      listed.sort((x, y) => x.name.localeCompare(y.name));
+      assertEquals(listed, [
+        { name: "copy.txt", isFile: true, isDirectory: false, isSymlink: false },
+        { name: "link", isFile: false, isDirectory: false, isSymlink: true },
+      ]);
+      const info = await client.fs.stat(`${dir}/a/b/link`);
+      assertEquals([info.isFile, info.isSymlink, info.size], [true, false, 5]);
+      assert(info.mtime instanceof Date);
+      assertEquals((await client.fs.lstat(`${dir}/a/b/link`)).isSymlink, true);
+      assertEquals((await client.fs.lstat(`${dir}/a/b/dangling`)).isSymlink, true);
+      assertEquals(await client.fs.exists(`${dir}/a/b/copy.txt`), true);
+      assertEquals(await client.fs.exists(`${dir}/a/b/none`), false);
+      await client.fs.rename(`${dir}/a/b/copy.txt`, `${dir}/moved.txt`);
+      assertEquals(await Deno.readTextFile(`${dir}/moved.txt`), "small");
+      const missing = await assertRejects(
+        () => client.fs.readFile(`${dir}/a/b/copy.txt`),
+        Deno.errors.NotFound,
+      );
+      assertEquals((missing as Error & { rpcCode: number }).rpcCode, -32004);
+      await assertRejects(() => client.fs.mkdir(`${dir}/a`), Deno.errors.AlreadyExists);
       await client.fs.remove(`${dir}/a`, { recursive: true });
-      await assertRejects(() => client.fs.stat(`${dir}/a`));
+      await assertRejects(() => client.fs.stat(`${dir}/a`), Deno.errors.NotFound);
     } finally {
       await Deno.remove(dir, { recursive: true });
     }

@@ -9,7 +9,7 @@ import { parseArgs } from "node:util";
 import { connectFromFlags, CONNECTION_FLAGS, CONNECTION_USAGE } from "./client_args.ts";
 import { printLine, UsageError } from "./common.ts";
 import type { ExecServerClient } from "../client/client.ts";
-import { RpcError } from "../jsonrpc/errors.ts";
+import { isRemoteFailure } from "../client/fs.ts";
 
 /** Help text for `fs`. */
 export const FS_USAGE = `Usage: exec-server fs COMMAND [CONNECTION] ARGS...
@@ -71,7 +71,7 @@ export async function runFs(args: string[]): Promise<number> {
     return await fsCommand(client.fs, sub, a, b, parsed.values);
   } catch (error) {
     // The server sends bare OS errors (the reference's texts): name the path.
-    if (error instanceof RpcError) throw new Error(`${sub === "put" ? b : a}: ${error.message}`);
+    if (isRemoteFailure(error)) throw new Error(`${sub === "put" ? b : a}: ${error.message}`);
     throw error;
   }
 }
@@ -85,12 +85,12 @@ async function fsCommand(
 ): Promise<number> {
   switch (sub) {
     case "ls":
-      for (const e of await fs.readDir(a)) {
+      for (const e of await fs.readDirectory(a)) {
         await printLine(`${e.isDirectory ? "d" : e.isFile ? "-" : "?"} ${e.fileName}`);
       }
       return 0;
     case "cat": {
-      const meta = await fs.stat(a);
+      const meta = await fs.metadata(a);
       if (!meta.isFile) throw new UsageError(`${a} is not a file`);
       await using file = await fs.open(a);
       await file.readable.pipeTo(Deno.stdout.writable, { preventClose: true });
@@ -108,7 +108,7 @@ async function fsCommand(
       return 0;
     }
     case "stat":
-      await printLine(JSON.stringify(await fs.stat(a), null, 2));
+      await printLine(JSON.stringify(await fs.metadata(a), null, 2));
       return 0;
     case "rm":
       await fs.remove(a, { recursive: flags.recursive ?? false });

@@ -143,6 +143,10 @@ export interface SpawnOptions {
   readonly sandbox?: FileSystemSandboxContext;
   /** Route the process's network through the server's managed proxy. */
   readonly enforceManagedNetwork?: boolean;
+  /** Terminates the process when aborted (like `Deno.Command`'s `signal`). */
+  readonly signal?: AbortSignal;
+  /** Terminates the process after this many milliseconds. */
+  readonly timeoutMs?: number;
 }
 
 const DEFAULT_POLICY: EnvPolicy = {
@@ -503,13 +507,51 @@ export class ExecServerClient implements AsyncDisposable {
     if (options.cols !== undefined) params.cols = options.cols;
     if (options.sandbox !== undefined) params.sandbox = options.sandbox;
     if (options.enforceManagedNetwork) params.enforceManagedNetwork = true;
+    options.signal?.throwIfAborted();
     try {
       await this.request(Method.ProcessStart, params);
     } catch (error) {
       if (this.#processes.get(processId) === process) this.#processes.delete(processId);
       throw error;
     }
+    const stops = [
+      options.signal,
+      options.timeoutMs !== undefined ? AbortSignal.timeout(options.timeoutMs) : undefined,
+    ]
+      .filter((s): s is AbortSignal => s !== undefined);
+    if (stops.length > 0) {
+      const stop = AbortSignal.any(stops);
+      const onStop = () => void process.terminate().catch(() => {});
+      if (stop.aborted) onStop();
+      else {
+        stop.addEventListener("abort", onStop, { once: true });
+        process.done.then(() => stop.removeEventListener("abort", onStop));
+      }
+    }
     return process;
+  }
+
+  /**
+   * Runs a shell command line (`/bin/sh -c`) and returns its text output,
+   * like E2B's `commands.run("ls | wc -l")`.
+   *
+   * @example
+   * ```ts ignore
+   * const { code, stdout } = await client.run("ls | wc -l", { cwd: "/repo" });
+   * ```
+   */
+  async run(
+    commandLine: string,
+    options: Omit<SpawnOptions, "stdout" | "stderr" | "events" | "tty"> = {},
+  ): Promise<{ code: number; success: boolean; stdout: string; stderr: string }> {
+    const out = await this.command("/bin/sh", { ...options, args: ["-c", commandLine] }).output();
+    const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+    return {
+      code: out.code,
+      success: out.success,
+      stdout: decode(out.stdout),
+      stderr: decode(out.stderr),
+    };
   }
 
   /** A `Deno.Command`-like builder for a remote program. */

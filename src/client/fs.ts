@@ -1,8 +1,13 @@
 /**
- * Files on the server, in the shapes of `Deno`'s file APIs. Paths are
- * strings or `URL`s (converted to `file:` URIs). Files of any size: above a
- * threshold, reads and writes stream through handles (`fs/open`,
- * `fs/readBlock`, `fs/writeBlock`) instead of one message.
+ * Files on the server, in the shapes of `Deno`'s file APIs: `stat` and
+ * `lstat` give `Deno.FileInfo`-like objects, `readDir` an async iterable of
+ * `Deno.DirEntry`-like entries, and failures are `Deno.errors` classes
+ * (`NotFound`, `PermissionDenied`, `AlreadyExists`, …) that carry the
+ * JSON-RPC error (`rpcCode`, `cause`). The protocol's own shapes stay
+ * available (`metadata`, `readDirectory`). Paths are strings or `URL`s
+ * (converted to `file:` URIs). Files of any size: above a threshold, reads
+ * and writes stream through handles (`fs/open`, `fs/readBlock`,
+ * `fs/writeBlock`) instead of one message.
  *
  * @module
  */
@@ -27,6 +32,133 @@ export interface FsLink {
 
 /** A path on the server. */
 export type RemotePath = string | URL;
+
+/** `Deno.FileInfo`'s common part, for a path on the server. */
+export interface RemoteFileInfo {
+  /** A regular file. */
+  readonly isFile: boolean;
+  /** A directory. */
+  readonly isDirectory: boolean;
+  /** A symbolic link (`lstat`; `stat` describes the target). */
+  readonly isSymlink: boolean;
+  /** Size in bytes. */
+  readonly size: number;
+  /** Last modification, when known. */
+  readonly mtime: Date | null;
+  /** Creation, when the server knows it. */
+  readonly birthtime: Date | null;
+}
+
+/** `Deno.DirEntry`, for an entry of a directory on the server. */
+export interface RemoteDirEntry {
+  /** The entry's name. */
+  readonly name: string;
+  /** A regular file. */
+  readonly isFile: boolean;
+  /** A directory. */
+  readonly isDirectory: boolean;
+  /** A symbolic link (then `isFile` and `isDirectory` are false, as with `Deno.readDir`). */
+  readonly isSymlink: boolean;
+}
+
+/** A failed file operation: the JSON-RPC error behind a `Deno.errors` class. */
+export interface RemoteFsFailure {
+  /** The JSON-RPC error code (`-32004` not found, `-32600`, `-32603`). */
+  readonly rpcCode: number;
+}
+
+/** Not found on the server (`-32004`). */
+export class RemoteNotFound extends Deno.errors.NotFound implements RemoteFsFailure {
+  /** The JSON-RPC code. */
+  readonly rpcCode: number;
+  /** Wraps the server's answer. */
+  constructor(error: RpcError) {
+    super(error.message, { cause: error });
+    this.rpcCode = error.code;
+  }
+}
+
+/** Refused by the server's OS (`Permission denied`, `Operation not permitted`). */
+export class RemotePermissionDenied extends Deno.errors.PermissionDenied
+  implements RemoteFsFailure {
+  /** The JSON-RPC code. */
+  readonly rpcCode: number;
+  /** Wraps the server's answer. */
+  constructor(error: RpcError) {
+    super(error.message, { cause: error });
+    this.rpcCode = error.code;
+  }
+}
+
+/** The path exists already (`File exists`). */
+export class RemoteAlreadyExists extends Deno.errors.AlreadyExists implements RemoteFsFailure {
+  /** The JSON-RPC code. */
+  readonly rpcCode: number;
+  /** Wraps the server's answer. */
+  constructor(error: RpcError) {
+    super(error.message, { cause: error });
+    this.rpcCode = error.code;
+  }
+}
+
+/** A directory where a file was expected (`Is a directory`). */
+export class RemoteIsADirectory extends Deno.errors.IsADirectory implements RemoteFsFailure {
+  /** The JSON-RPC code. */
+  readonly rpcCode: number;
+  /** Wraps the server's answer. */
+  constructor(error: RpcError) {
+    super(error.message, { cause: error });
+    this.rpcCode = error.code;
+  }
+}
+
+/** A file where a directory was expected (`Not a directory`). */
+export class RemoteNotADirectory extends Deno.errors.NotADirectory implements RemoteFsFailure {
+  /** The JSON-RPC code. */
+  readonly rpcCode: number;
+  /** Wraps the server's answer. */
+  constructor(error: RpcError) {
+    super(error.message, { cause: error });
+    this.rpcCode = error.code;
+  }
+}
+
+const ERROR_CLASSES: Array<[RegExp | number, new (error: RpcError) => Error]> = [
+  [-32004, RemoteNotFound],
+  [/^Permission denied|^Operation not permitted/, RemotePermissionDenied],
+  [/^File exists/, RemoteAlreadyExists],
+  [/^Is a directory/, RemoteIsADirectory],
+  [/^Not a directory/, RemoteNotADirectory],
+];
+
+/** True for an error the server answered (an `RpcError`, or one mapped to `Deno.errors`). */
+export function isRemoteFailure(error: unknown): error is Error {
+  return error instanceof RpcError ||
+    (error instanceof Error && typeof (error as Partial<RemoteFsFailure>).rpcCode === "number");
+}
+
+/** `error` as a `Deno.errors` class when one fits; otherwise unchanged. */
+export function asDenoError(error: unknown): unknown {
+  if (!(error instanceof RpcError)) return error;
+  for (const [match, Class] of ERROR_CLASSES) {
+    if (typeof match === "number" ? error.code === match : match.test(error.message)) {
+      return new Class(error);
+    }
+  }
+  return error;
+}
+
+function fileInfo(meta: FsMetadata, link: boolean): RemoteFileInfo {
+  const symlink = link && meta.isSymlink;
+  return {
+    isFile: !symlink && meta.isFile,
+    isDirectory: !symlink && meta.isDirectory,
+    isSymlink: symlink,
+    size: meta.size,
+    mtime: meta.modifiedAtMs > 0 ? new Date(meta.modifiedAtMs) : null,
+    birthtime: meta.createdAtMs > 0 ? new Date(meta.createdAtMs) : null,
+  };
+}
 
 /** Files larger than this move in blocks rather than in one message. */
 export const WHOLE_FILE_LIMIT = 32 * 1024 * 1024;
@@ -86,31 +218,67 @@ export class RemoteFs {
     return new RemoteFs(this.#link, sandbox);
   }
 
-  #call<T>(method: string, params: Record<string, unknown>): Promise<T> {
-    return this.#link.request<T>(
-      method,
-      this.#sandbox && !("handleId" in params && method !== "fs/open")
-        ? { ...params, sandbox: this.#sandbox }
-        : params,
-    );
-  }
-
-  /** Metadata (a symlink reports its target; `isSymlink` tells). */
-  stat(path: RemotePath): Promise<FsMetadata> {
-    return this.#call("fs/getMetadata", { path: toPathUri(path) });
-  }
-
-  /** Metadata of the path itself: a symlink is reported as a link. */
-  async lstat(path: RemotePath): Promise<FsMetadata> {
+  async #call<T>(method: string, params: Record<string, unknown>): Promise<T> {
     try {
-      return await this.#call<FsMetadata>("fs/getMetadata", {
-        path: toPathUri(path),
-        followSymlinks: false,
-      });
+      return await this.#link.request<T>(
+        method,
+        this.#sandbox && !("handleId" in params && method !== "fs/open")
+          ? { ...params, sandbox: this.#sandbox }
+          : params,
+      );
     } catch (error) {
-      if (!(error instanceof RpcError) || !error.message.includes("symbolic link")) throw error;
-      const target = await this.stat(path);
-      return { ...target, isFile: false, isDirectory: false, isSymlink: true };
+      throw asDenoError(error);
+    }
+  }
+
+  /**
+   * The protocol's metadata (`fs/getMetadata`): with `followSymlinks`
+   * (default) type, size and times describe the target and `isSymlink`
+   * tells whether the path itself is a link.
+   */
+  metadata(path: RemotePath, options: { followSymlinks?: boolean } = {}): Promise<FsMetadata> {
+    return this.#call("fs/getMetadata", {
+      path: toPathUri(path),
+      ...(options.followSymlinks === false ? { followSymlinks: false } : {}),
+    });
+  }
+
+  /** Like `Deno.stat`: a symlink is followed. */
+  async stat(path: RemotePath): Promise<RemoteFileInfo> {
+    return fileInfo(await this.metadata(path), false);
+  }
+
+  /** Like `Deno.lstat`: a symlink is reported as a link (a dangling one too). */
+  async lstat(path: RemotePath): Promise<RemoteFileInfo> {
+    try {
+      return fileInfo(await this.metadata(path), true);
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+      // Missing, or a link to something missing: the path itself decides.
+      const dangling = await this.metadata(path, { followSymlinks: false }).then(
+        () => false,
+        (e) => e instanceof Error && e.message === "path contains a symbolic link",
+      );
+      if (!dangling) throw error;
+      return {
+        isFile: false,
+        isDirectory: false,
+        isSymlink: true,
+        size: 0,
+        mtime: null,
+        birthtime: null,
+      };
+    }
+  }
+
+  /** True when the path exists (a dangling symlink counts as missing, as `Deno.stat`). */
+  async exists(path: RemotePath): Promise<boolean> {
+    try {
+      await this.metadata(path);
+      return true;
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return false;
+      throw error;
     }
   }
 
@@ -148,12 +316,52 @@ export class RemoteFs {
     return this.writeFile(path, new TextEncoder().encode(text));
   }
 
-  /** Directory entries (symlinks report their target's type). */
-  async readDir(path: RemotePath): Promise<FsDirectoryEntry[]> {
+  /**
+   * The protocol's listing (`fs/readDirectory`): symlinks report their
+   * target's type, dangling ones are left out.
+   */
+  async readDirectory(path: RemotePath): Promise<FsDirectoryEntry[]> {
     const { entries } = await this.#call<{ entries: FsDirectoryEntry[] }>("fs/readDirectory", {
       path: toPathUri(path),
     });
     return entries;
+  }
+
+  /**
+   * Like `Deno.readDir`: the entries with `isSymlink` (found with one
+   * metadata request per entry, 32 at a time); dangling links are left out,
+   * as the protocol's listing leaves them out.
+   */
+  async *readDir(path: RemotePath): AsyncIterable<RemoteDirEntry> {
+    const dir = toPathUri(path).replace(/\/+$/, "");
+    const entries = await this.readDirectory(path);
+    for (let i = 0; i < entries.length; i += 32) {
+      const batch = entries.slice(i, i + 32);
+      const metas = await Promise.all(
+        batch.map((e) =>
+          this.metadata(`${dir}/${encodeURIComponent(e.fileName)}`).catch(() => null)
+        ),
+      );
+      for (const [j, e] of batch.entries()) {
+        const link = metas[j]?.isSymlink ?? false;
+        yield {
+          name: e.fileName,
+          isFile: !link && e.isFile,
+          isDirectory: !link && e.isDirectory,
+          isSymlink: link,
+        };
+      }
+    }
+  }
+
+  /**
+   * Like `Deno.rename`, as a copy then a removal (the protocol has no
+   * rename): not atomic, and the source is removed only once the copy is
+   * complete.
+   */
+  async rename(from: RemotePath, to: RemotePath): Promise<void> {
+    await this.copy(from, to, { recursive: true });
+    await this.remove(from, { recursive: true });
   }
 
   /** Creates a directory (`recursive` like `Deno.mkdir`, default false). */

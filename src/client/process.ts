@@ -85,6 +85,17 @@ export interface RemoteProcessOptions {
   readonly stdinPiped: boolean;
 }
 
+/** `Deno.Signal` names → protocol names. */
+const DENO_SIGNALS: Partial<Record<string, ProcessSignalName>> = {
+  SIGINT: "interrupt",
+  SIGTERM: "terminate",
+  SIGKILL: "kill",
+  SIGHUP: "hangup",
+  SIGQUIT: "quit",
+  SIGUSR1: "user1",
+  SIGUSR2: "user2",
+};
+
 /** Delay before a missing `seq` is fetched with `process/read`. */
 const GAP_FILL_MS = 250;
 
@@ -241,9 +252,20 @@ export class RemoteProcess implements AsyncDisposable {
     return this.#stdin;
   }
 
-  /** Sends a signal to the process group (`interrupt` by default). */
-  async signal(signal: ProcessSignalName = "interrupt"): Promise<void> {
-    await this.#link.request("process/signal", { processId: this.processId, signal });
+  /**
+   * Sends a signal to the process group (`interrupt` by default): a protocol
+   * name or a `Deno.Signal` (`"SIGTERM"`; `SIGINT`, `SIGTERM`, `SIGKILL`,
+   * `SIGHUP`, `SIGQUIT`, `SIGUSR1`, `SIGUSR2`). The reference knows only
+   * `interrupt`.
+   */
+  async signal(signal: ProcessSignalName | Deno.Signal = "interrupt"): Promise<void> {
+    const name = DENO_SIGNALS[signal] ?? signal;
+    await this.#link.request("process/signal", { processId: this.processId, signal: name });
+  }
+
+  /** Like `Deno.ChildProcess#kill`: `SIGTERM` by default. */
+  async kill(signal: ProcessSignalName | Deno.Signal = "SIGTERM"): Promise<void> {
+    await this.signal(signal);
   }
 
   /** Kills the process group; `graceMs` sends SIGTERM first where supported. */

@@ -13,7 +13,7 @@
 
 import type { ExecServerClient } from "../client/client.ts";
 import { VERSION } from "../version.ts";
-import { RpcError } from "../jsonrpc/errors.ts";
+import { isRemoteFailure } from "../client/fs.ts";
 import { posix } from "node:path";
 import { pathToUri } from "../protocol/path_uri.ts";
 import type { FileSystemSandboxContext } from "../protocol/types.ts";
@@ -82,7 +82,7 @@ async function guarded(
     return await work();
   } catch (error) {
     const message = (error as Error).message;
-    const named = path !== undefined && error instanceof RpcError && !message.includes(path)
+    const named = path !== undefined && isRemoteFailure(error) && !message.includes(path)
       ? `${path}: ${message}`
       : message;
     return { content: [{ type: "text", text: named }], isError: true };

@@ -8,7 +8,7 @@
 import { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import { sandboxSupport } from "../sandbox/bwrap.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
-import { createLogger, type Logger } from "../log/logger.ts";
+import { type Logger, nullLogger } from "../log/logger.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
@@ -45,7 +45,7 @@ export interface ExecServerOptions {
    * (the reference's `--linux-sandbox-pid-namespace`).
    */
   readonly sandboxPidNamespace?: "isolate" | "inherit";
-  /** Where to log. Default: JSON lines on stderr at `info`. */
+  /** Where to log. Default: nowhere (the CLI logs JSON lines on stderr). */
   readonly logger?: Logger;
   /**
    * An egress proxy for processes started with `enforceManagedNetwork:
@@ -75,7 +75,8 @@ export class ExecServer {
       outputHistoryBytes: options.outputHistoryBytes ?? 16 * 1024 * 1024,
       sandboxPidNamespace: options.sandboxPidNamespace ?? "isolate",
     };
-    const logger = options.logger ?? createLogger();
+    // A library logs nothing unless given a logger (the CLI passes one).
+    const logger = options.logger ?? nullLogger;
     const methods = methodTable();
     const sandbox = sandboxSupport();
     this.#state = {

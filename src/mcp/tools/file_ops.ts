@@ -66,7 +66,7 @@ export class FileOps {
       throw new FileToolError("give either head or tail, not both");
     }
     const checked = await this.#guard.check(path);
-    const meta = await this.#fs.stat(checked);
+    const meta = await this.#fs.metadata(checked);
     if (!meta.isFile) throw new FileToolError(`${path} is not a file`);
     if (meta.size > MAX_TEXT_FILE_BYTES && head === undefined && tail === undefined) {
       throw new FileToolError(
@@ -120,7 +120,7 @@ export class FileOps {
   /** `[DIR] name` / `[FILE] name` lines, sorted by name. */
   async list(path: string): Promise<string> {
     const checked = await this.#guard.check(path);
-    const entries = await this.#fs.readDir(checked);
+    const entries = await this.#fs.readDirectory(checked);
     entries.sort((a, b) => (a.fileName < b.fileName ? -1 : a.fileName > b.fileName ? 1 : 0));
     return entries.map((e) =>
       `${e.isDirectory ? "[DIR]" : e.isFile ? "[FILE]" : "[OTHER]"} ${e.fileName}`
@@ -150,7 +150,7 @@ export class FileOps {
   /** Size, times and type. */
   async info(path: string): Promise<string> {
     const checked = await this.#guard.check(path);
-    const meta = await this.#fs.stat(checked);
+    const meta = await this.#fs.metadata(checked);
     const time = (ms: number) => (ms > 0 ? new Date(ms).toISOString() : "unknown");
     const lines = [
       `path: ${checked}`,
