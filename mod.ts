@@ -88,6 +88,7 @@ export {
 } from "./src/client/fs.ts";
 export type { CommandTarget, OpenedTransport, StopTimings } from "./src/client/transports.ts";
 export { type InProcessServer, inProcessTransport } from "./src/client/in_process.ts";
+export { codexSandbox, type SandboxMode } from "./src/client/sandbox_presets.ts";
 
 // Egress proxy
 export {

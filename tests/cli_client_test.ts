@@ -1,6 +1,8 @@
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import { CLI, firstLine } from "./helpers/wire_client.ts";
 import { splitCommand } from "../src/cli/client_args.ts";
+import { sandboxSupport } from "../src/sandbox/bwrap.ts";
+import { scratchRoot } from "./helpers/reference.ts";
 
 const dec = new TextDecoder();
 
@@ -150,4 +152,46 @@ Deno.test("cli exec --stdio with an explicit server command", async () => {
     "via stdio",
   ]);
   assertEquals([r.code, r.stdout], [0, "via stdio\n"]);
+});
+
+Deno.test({
+  name: "cli exec --sandbox: Codex's modes confine the program; bad modes are usage errors",
+  ignore: !sandboxSupport().available,
+  async fn() {
+    const ws = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "cli-sandbox-" });
+    try {
+      const script = "echo in > inside.txt && cat inside.txt; echo out > /etc/exec-server-x";
+      const ro = await cli([
+        "exec",
+        "--cwd",
+        ws,
+        "--sandbox",
+        "read-only",
+        "--",
+        "sh",
+        "-c",
+        script,
+      ]);
+      assertEquals(ro.code, 2);
+      assertStringIncludes(ro.stderr, "inside.txt: Read-only file system");
+      const ww = await cli([
+        "exec",
+        "--cwd",
+        ws,
+        "--sandbox",
+        "workspace-write",
+        "--",
+        "sh",
+        "-c",
+        script,
+      ]);
+      assertEquals([ww.code, ww.stdout], [2, "in\n"]);
+      assertStringIncludes(ww.stderr, "/etc/exec-server-x: Read-only file system");
+      const bad = await cli(["exec", "--sandbox", "open", "--", "true"]);
+      assertEquals(bad.code, 2);
+      assertStringIncludes(bad.stderr, "expected read-only or workspace-write");
+    } finally {
+      await Deno.remove(ws, { recursive: true });
+    }
+  },
 });

@@ -12,6 +12,7 @@ import type { ExecServerClient } from "../client/client.ts";
 import type { RemoteProcess } from "../client/process.ts";
 import { connectFromFlags, CONNECTION_FLAGS, CONNECTION_USAGE } from "./client_args.ts";
 import { UsageError } from "./common.ts";
+import { codexSandbox } from "../client/sandbox_presets.ts";
 
 /** Help text. */
 export const EXEC_USAGE =
@@ -26,6 +27,9 @@ Options:
   --env <K=V>        set a variable (repeatable; the server's environment is inherited
                      minus *KEY*, *SECRET*, *TOKEN*)
   --tty              run on a remote terminal (raw mode here, resizes forwarded)
+  --sandbox <MODE>   confine it as Codex does: read-only or workspace-write (the
+                     workspace is --cwd, or the server's cwd); the network is closed
+  --managed-network  route its network through the server's egress proxy
   -h, --help         show this help
 
 ${CONNECTION_USAGE}
@@ -61,6 +65,8 @@ export async function runExec(args: string[]): Promise<number> {
         cwd: { type: "string" },
         env: { type: "string", multiple: true },
         tty: { type: "boolean" },
+        sandbox: { type: "string" },
+        "managed-network": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -76,6 +82,13 @@ export async function runExec(args: string[]): Promise<number> {
     throw new UsageError("exec needs a program: exec-server exec -- PROGRAM [ARGS...]", 2);
   }
   const env = parseEnv(parsed.values.env);
+  const mode = parsed.values.sandbox;
+  if (mode !== undefined && mode !== "read-only" && mode !== "workspace-write") {
+    throw new UsageError(
+      `invalid --sandbox '${mode}': expected read-only or workspace-write`,
+      2,
+    );
+  }
   const tty = parsed.values.tty ?? false;
   const client: ExecServerClient = await connectFromFlags(parsed.values);
   let restoreTerminal = () => {};
@@ -86,6 +99,12 @@ export async function runExec(args: string[]): Promise<number> {
     const ttySize = size && size.rows > 0 && size.columns > 0 ? size : null;
     const process = await client.spawn(argv, {
       ...(parsed.values.cwd !== undefined ? { cwd: parsed.values.cwd } : {}),
+      ...(mode !== undefined
+        ? {
+          sandbox: codexSandbox(mode, parsed.values.cwd ?? client.environmentInfo!.cwd),
+        }
+        : {}),
+      ...(parsed.values["managed-network"] ? { enforceManagedNetwork: true } : {}),
       env,
       stdin: "piped",
       tty,
