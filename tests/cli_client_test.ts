@@ -3,6 +3,7 @@ import { CLI, firstLine } from "./helpers/wire_client.ts";
 import { splitCommand } from "../src/cli/client_args.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 import { scratchRoot } from "./helpers/reference.ts";
+import { VERSION } from "../src/version.ts";
 
 const dec = new TextDecoder();
 
@@ -194,4 +195,77 @@ Deno.test({
       await Deno.remove(ws, { recursive: true });
     }
   },
+});
+
+Deno.test("cli: exact errors, --version everywhere, flags around fs subcommands, sorted ls", async () => {
+  const version = await cli(["exec", "--version"]);
+  assertEquals([version.code, version.stdout.trim()], [0, `exec-server ${VERSION}`]);
+  const url = await cli(["exec", "--url", "localhost:8000", "--", "true"]);
+  assertEquals(url.code, 2);
+  assertStringIncludes(url.stderr, "--url expects a ws:// or wss:// URL, got localhost:8000");
+  const dead = await cli(["exec", "--stdio", "sh -c 'exit 3'", "--", "true"]);
+  assertEquals(dead.code, 1);
+  assertStringIncludes(dead.stderr, "exited with code 3 before answering initialize");
+  const missing = await cli(["fs", "cat", "/nonexistent-exec-server"]);
+  assertEquals(
+    missing.stderr.trim(),
+    "Error: /nonexistent-exec-server: No such file or directory (os error 2)",
+  );
+  const dir = await Deno.makeTempDir();
+  try {
+    for (const name of ["b", "c", "a"]) await Deno.writeTextFile(`${dir}/${name}`, name);
+    const before = await cli(["fs", "--log-level", "warn", "ls", dir]);
+    const after = await cli(["fs", "ls", dir, "--log-level", "warn"]);
+    assertEquals(before.stdout, "- a\n- b\n- c\n");
+    assertEquals(after.stdout, before.stdout);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+  // The address that is taken is named.
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (taken.addr as Deno.NetAddr).port;
+  try {
+    const busy = await cli(["serve", "--listen", `ws://127.0.0.1:${port}`]);
+    assertEquals(busy.code, 1);
+    assertStringIncludes(busy.stderr, `cannot listen on 127.0.0.1:${port}: Address already in use`);
+  } finally {
+    taken.close();
+  }
+});
+
+Deno.test("cli: client commands run with least privilege (no re-spawn with -A)", async () => {
+  const server = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, "serve", "--listen", "ws://127.0.0.1:0", "--log-level", "error"],
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const { line: url, rest } = await firstLine(server.stdout);
+  try {
+    const host = new URL(url).host;
+    const narrow = async (flags: string[], args: string[]) => {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["run", ...flags, CLI, ...args],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+    };
+    const info = await narrow([`--allow-net=${host}`], ["info", "--url", url]);
+    assertEquals(info.code, 0, info.stderr);
+    const exec = await narrow([`--allow-net=${host}`], ["exec", "--url", url, "--", "echo", "ok"]);
+    assertEquals([exec.code, exec.stdout], [0, "ok\n"]);
+    // Locally: an exec-server inside the command, with the command's permissions.
+    const local = await narrow(["--allow-env", "--allow-run", "--allow-read"], [
+      "exec",
+      "--",
+      "sh",
+      "-c",
+      "echo local",
+    ]);
+    assertEquals([local.code, local.stdout], [0, "local\n"], local.stderr);
+  } finally {
+    server.kill("SIGTERM");
+    await server.status;
+    await rest.cancel();
+  }
 });

@@ -8,6 +8,9 @@
 import { connect, type ConnectOptions, type ExecServerClient } from "../client/client.ts";
 import { createLogger, type LogLevel } from "../log/logger.ts";
 import { readSecretFile, UsageError } from "./common.ts";
+import { resolve } from "node:path";
+import { inProcessTransport } from "../client/in_process.ts";
+import { ExecServer } from "../server/exec_server.ts";
 
 /** Flag definitions for `node:util` `parseArgs`. */
 export const CONNECTION_FLAGS = {
@@ -22,7 +25,7 @@ export const CONNECTION_FLAGS = {
 /** Help text for the connection flags. */
 export const CONNECTION_USAGE = `Connection (one of):
   --url <ws://HOST:PORT>       a WebSocket exec-server
-  --token-file <PATH>          bearer token for --url or --remote (absolute path)
+  --token-file <PATH>          bearer token for --url or --remote
   --remote <URL> --environment-id <ID>
                                an environment behind a registry + relay (end-to-end
                                encrypted; the harness token comes from --token-file)
@@ -56,19 +59,6 @@ export function splitCommand(command: string): string[] {
   return parts;
 }
 
-/**
- * This program as a stdio server: `deno run -A <cli.ts> serve …` under Deno,
- * or the compiled binary itself (`deno compile`).
- */
-export function selfServeCommand(): string[] {
-  const exe = Deno.execPath();
-  const serve = ["serve", "--listen", "stdio", "--log-level", "warn"];
-  if (/(^|\/)deno(\.exe)?$/.test(exe)) {
-    return [exe, "run", "-A", new URL("../../cli.ts", import.meta.url).href, ...serve];
-  }
-  return [exe, ...serve];
-}
-
 /** Builds connect options from parsed flags. */
 export function connectOptions(values: {
   url?: string;
@@ -92,7 +82,7 @@ export function connectOptions(values: {
       rendezvous: {
         registryUrl: values.remote,
         environmentId,
-        token: readSecretFile("token-file", values["token-file"]),
+        token: readSecretFile("token-file", resolve(values["token-file"])),
       },
       reconnect: true,
       logger,
@@ -100,8 +90,11 @@ export function connectOptions(values: {
     };
   }
   if (values.url !== undefined) {
+    if (!/^wss?:\/\//i.test(values.url)) {
+      throw new UsageError(`--url expects a ws:// or wss:// URL, got ${values.url}`, 2);
+    }
     const token = values["token-file"] !== undefined
-      ? readSecretFile("token-file", values["token-file"])
+      ? readSecretFile("token-file", resolve(values["token-file"]))
       : undefined;
     return {
       url: values.url,
@@ -111,7 +104,17 @@ export function connectOptions(values: {
     };
   }
   if (values["token-file"] !== undefined) throw new UsageError("--token-file needs --url", 2);
-  const argv = values.stdio !== undefined ? splitCommand(values.stdio) : selfServeCommand();
+  if (values.stdio === undefined) {
+    // This machine: a server inside this process, with this command's own
+    // Deno permissions (nothing is re-spawned with more).
+    const server = new ExecServer({ logger });
+    return {
+      transport: inProcessTransport(server),
+      logger,
+      clientName: "exec-server-cli",
+    };
+  }
+  const argv = splitCommand(values.stdio);
   if (argv.length === 0) throw new UsageError("--stdio needs a command", 2);
   return {
     command: { program: argv[0]!, args: argv.slice(1) },

@@ -38,10 +38,26 @@ const ARITY: Record<string, number> = { ls: 1, cat: 1, put: 2, get: 2, stat: 1, 
 
 /** Runs `fs`; returns the exit status. */
 export async function runFs(args: string[]): Promise<number> {
-  const [sub, ...rest] = args;
-  if (sub === undefined || sub === "--help" || sub === "-h") {
+  // Connection flags may come before or after the subcommand.
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        ...CONNECTION_FLAGS,
+        recursive: { type: "boolean", short: "r" },
+        parents: { type: "boolean", short: "p" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  const [sub, ...paths] = parsed.positionals;
+  if (parsed.values.help || sub === undefined) {
     console.log(FS_USAGE);
-    return sub === undefined ? 2 : 0;
+    return sub === undefined && !parsed.values.help ? 2 : 0;
   }
   if (!(sub in ARITY)) {
     throw new UsageError(
@@ -49,21 +65,6 @@ export async function runFs(args: string[]): Promise<number> {
       2,
     );
   }
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: rest,
-      allowPositionals: true,
-      options: {
-        ...CONNECTION_FLAGS,
-        recursive: { type: "boolean", short: "r" },
-        parents: { type: "boolean", short: "p" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
-  const paths = parsed.positionals;
   if (paths.length !== ARITY[sub]) throw new UsageError(`fs ${sub} takes ${ARITY[sub]} path(s)`, 2);
   await using client = await connectFromFlags(parsed.values);
   const [a, b] = paths as [string, string];
@@ -84,11 +85,14 @@ async function fsCommand(
   flags: { recursive?: boolean; parents?: boolean },
 ): Promise<number> {
   switch (sub) {
-    case "ls":
-      for (const e of await fs.readDirectory(a)) {
+    case "ls": {
+      const entries = await fs.readDirectory(a);
+      entries.sort((x, y) => (x.fileName < y.fileName ? -1 : x.fileName > y.fileName ? 1 : 0));
+      for (const e of entries) {
         await printLine(`${e.isDirectory ? "d" : e.isFile ? "-" : "?"} ${e.fileName}`);
       }
       return 0;
+    }
     case "cat": {
       const meta = await fs.metadata(a);
       if (!meta.isFile) throw new UsageError(`${a} is not a file`);

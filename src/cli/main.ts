@@ -37,7 +37,8 @@ Commands:
   stdio-to-uds     relay stdio to a Unix domain socket
   help             show this help, or a command's help
 
-Run \`exec-server COMMAND --help\` for a command's options.
+Run \`exec-server COMMAND --help\` for a command's options; \`--version\` with any command
+prints the version.
 `;
 
 type Command = (args: string[]) => Promise<number>;
@@ -69,7 +70,10 @@ const COMMANDS: Record<string, Command> = {
 export async function main(args: string[]): Promise<number> {
   const [first, ...rest] = args;
   try {
-    if (first === "--version" || first === "-V") {
+    // `--version` anywhere before `--` (every command takes it).
+    const end = args.indexOf("--");
+    const options = end === -1 ? args : args.slice(0, end);
+    if (options.includes("--version") || first === "-V") {
       console.log(`exec-server ${VERSION}`);
       return 0;
     }

@@ -295,7 +295,14 @@ export class ExecServerClient implements AsyncDisposable {
       this.#info = result.environmentInfo;
     } catch (error) {
       peer.close("handshake failed");
+      const why = error instanceof ConnectionClosedError ? await transport.ended?.() : null;
       await transport.close();
+      if (why) {
+        throw new Error(
+          `the exec-server command \`${transport.label}\` ${why} before answering initialize`,
+          { cause: error },
+        );
+      }
       throw error;
     }
     this.#transport = transport;

@@ -39,6 +39,8 @@ export interface OpenedTransport {
   readonly label: string;
   /** Tears the transport down (idempotent; a second call is a no-op). */
   close(): Promise<void>;
+  /** Why the far end went away, when the transport can tell (a spawned server's exit). */
+  ended?(): Promise<string | null>;
 }
 
 /** Grace periods when stopping a spawned server. */
@@ -114,7 +116,14 @@ export function openCommandTransport(
   };
   // A server that dies on its own ends the connection.
   child.status.then(() => connection.close("server exited"));
-  return { connection, label, close };
+  const ended = async () => {
+    const status = await settleWithin(child.status, 1000) ? await child.status : null;
+    if (status === null) return null;
+    return status.signal !== null
+      ? `was killed by ${status.signal}`
+      : `exited with code ${status.code}`;
+  };
+  return { connection, label, close, ended };
 }
 
 /** Options for {@linkcode openWebSocketTransport}. */

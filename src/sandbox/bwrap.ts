@@ -48,6 +48,21 @@ let support: SandboxSupport | null = null;
  */
 export function sandboxSupport(): SandboxSupport {
   if (support) return support;
+  try {
+    return probeSupport();
+  } catch (error) {
+    // Run with fewer Deno permissions than a sandbox needs: say which.
+    if (!(error instanceof Deno.errors.NotCapable)) throw error;
+    return (support = {
+      available: false,
+      bwrap: null,
+      sh: null,
+      reason: `sandboxing needs more Deno permissions (${error.message})`,
+    });
+  }
+}
+
+function probeSupport(): SandboxSupport {
   if (Deno.build.os !== "linux") {
     return (support = {
       available: false,

@@ -77,11 +77,15 @@ export function listenWebSocket(
         "pass --allow-unauthenticated to accept unauthenticated connections from the network",
     );
   }
-  const listener = Deno.listen({
-    hostname: options.hostname,
-    port: options.port,
-    transport: "tcp",
-  });
+  let listener: Deno.TcpListener;
+  try {
+    listener = Deno.listen({ hostname: options.hostname, port: options.port, transport: "tcp" });
+  } catch (error) {
+    const host = options.hostname.includes(":") ? `[${options.hostname}]` : options.hostname;
+    throw new Error(`cannot listen on ${host}:${options.port}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
   const addr = listener.addr as Deno.NetAddr;
   const url = formatWsUrl(addr);
   const logger = server.logger.child({ listener: url });
