@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
-import { inProcessStdio } from "./helpers/wire_client.ts";
+import { inProcessStdio, memoryLogger, startProcess } from "./helpers/wire_client.ts";
 import { VERSION } from "../src/version.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 
@@ -152,4 +152,25 @@ Deno.test("stdio EOF ends the connection; in-flight answers are still written", 
   assertEquals((info as { reason: string }).reason, "eof");
   await c.ended;
   assert(c.received.some((m) => m.id === 2 && m.result?.status === "ready"));
+});
+
+Deno.test("observability: one debug event per request, an info event per process exit", async () => {
+  const { logger, lines } = memoryLogger("debug");
+  await using s = inProcessStdio({ logger });
+  const c = s.client;
+  await c.initialize();
+  await c.call("fs/getMetadata", { path: "file:///nonexistent-observability" });
+  await startProcess(c, "obs", ["sh", "-c", "exit 4"]);
+  await c.notification("process/closed", (p) => p.processId === "obs");
+  const events = lines.map((l) => JSON.parse(l));
+  const requests = events.filter((e) => e.event === "jsonrpc.request");
+  const failed = requests.find((e) => e.method === "fs/getMetadata")!;
+  assertEquals([failed.outcome, typeof failed.durationMs, typeof failed.id], [
+    -32004,
+    "number",
+    "number",
+  ]);
+  assertEquals(requests.find((e) => e.method === "process/start")!.outcome, "ok");
+  const exit = events.find((e) => e.event === "process.exited")!;
+  assertEquals([exit.level, exit.processId, exit.exitCode], ["info", "obs", 4]);
 });

@@ -459,6 +459,7 @@ export class RpcPeer {
     };
     let response: JsonRpcMessage;
     let succeeded = false;
+    const started = this.#logger.enabled("debug") ? performance.now() : 0;
     try {
       const handler = this.#options.onRequest;
       if (!handler) {
@@ -476,6 +477,16 @@ export class RpcPeer {
       }
     }
     await this.send(response);
+    if (started !== 0) {
+      // One event per request: what, which, how long, and how it ended.
+      this.#logger.debug("jsonrpc.request", {
+        connection: this.connection.label,
+        method: req.method,
+        id: typeof req.id === "bigint" ? String(req.id) : req.id,
+        durationMs: Math.round((performance.now() - started) * 1000) / 1000,
+        outcome: succeeded ? "ok" : (response as { error: { code: number } }).error.code,
+      });
+    }
     if (succeeded) {
       for (const callback of after) {
         try {

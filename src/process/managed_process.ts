@@ -156,6 +156,13 @@ export class ManagedProcess {
         this.#exitCode = status.code;
         this.#exitSignal = status.signal;
         this.#sandboxDenied = denial?.denied(status.code) ?? false;
+        this.#logger.info("process.exited", {
+          processId: this.id,
+          pid: this.pid,
+          exitCode: status.code,
+          ...(status.signal !== null ? { signal: status.signal } : {}),
+          ...(this.#sandboxDenied ? { sandboxDenied: true } : {}),
+        });
         this.#emit({
           kind: "exited",
           exitCode: status.code,
