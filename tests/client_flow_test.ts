@@ -3,39 +3,16 @@
 // or at the start (a reply that is not JSON), and closing over WebSocket.
 // Each of these froze, lost a process or hung before.
 
-import { connect, type ConnectOptions } from "../src/client/client.ts";
+import { connect } from "../src/client/client.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { inProcessTransport } from "../src/client/in_process.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { assert, assertEquals, assertRejects } from "./helpers/assert.ts";
-import { referenceBin, referenceHome } from "./helpers/reference.ts";
+import { clientTargets } from "./helpers/reference.ts";
 import { CLI, eventually, memoryLogger } from "./helpers/wire_client.ts";
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
-
-function servers(): Array<[string, ConnectOptions]> {
-  const list: Array<[string, ConnectOptions]> = [[
-    "ours",
-    {
-      command: {
-        program: Deno.execPath(),
-        args: ["run", "-A", CLI, "serve", "--listen", "stdio", "--log-level", "error"],
-      },
-    },
-  ]];
-  const ref = referenceBin();
-  if (ref) {
-    list.push(["reference", {
-      command: {
-        program: ref,
-        args: ["exec-server", "--listen", "stdio"],
-        env: { CODEX_HOME: referenceHome() },
-      },
-    }]);
-  }
-  return list;
-}
 
 /** Host pids whose command line is `sleep <seconds>`. */
 function sleepers(seconds: string): number[] {
@@ -54,7 +31,7 @@ function sleepers(seconds: string): number[] {
   return found;
 }
 
-for (const [name, options] of servers()) {
+for (const [name, options] of clientTargets()) {
   Deno.test(`client (${name}): one unread stream delays no other process and no answer`, async () => {
     await using client = await connect(options);
     const noisy = await client.spawn(["head", "-c", String(40 * 1024 * 1024), "/dev/zero"]);

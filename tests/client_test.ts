@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./helpers/assert.ts";
-import { CLI, eventually, isDead, memoryLogger } from "./helpers/wire_client.ts";
+import { eventually, isDead, memoryLogger } from "./helpers/wire_client.ts";
 import { connect, type ConnectOptions, ExecServerClient } from "../src/client/client.ts";
 import type { RemoteProcessEvent } from "../src/client/process.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
@@ -11,38 +11,14 @@ import { ConnectionClosedError } from "../src/jsonrpc/errors.ts";
 import { delay } from "../src/util/async.ts";
 
 const FAKE = new URL("./fixtures/fake_server.ts", import.meta.url).pathname;
-import { referenceBin } from "./helpers/reference.ts";
+import { clientTargets } from "./helpers/reference.ts";
 
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
-const ours: ConnectOptions = {
-  command: {
-    program: Deno.execPath(),
-    args: ["run", "-A", CLI, "--listen", "stdio", "--log-level", "error"],
-  },
-};
+const targets = clientTargets();
+const ours: ConnectOptions = targets[0]![1];
 
-/** The servers every portable test runs against. */
-function servers(): Array<[string, ConnectOptions]> {
-  const list: Array<[string, ConnectOptions]> = [["ours", ours]];
-  const ref = referenceBin();
-  if (ref) {
-    list.push(["reference", {
-      command: {
-        program: ref,
-        args: ["exec-server", "--listen", "stdio"],
-        env: { CODEX_HOME: Deno.makeTempDirSync() },
-      },
-    }]);
-  } else {
-    console.warn(
-      "note: reference exec-server not found (set CODEX_REFERENCE_BIN); client tests run against ours only",
-    );
-  }
-  return list;
-}
-
-for (const [name, options] of servers()) {
+for (const [name, options] of targets) {
   Deno.test(`client (${name}): command output, exit codes, stdin, signals`, async () => {
     await using client = await connect(options);
     assert(client.sessionId);

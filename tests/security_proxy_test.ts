@@ -9,58 +9,11 @@ import dgram from "node:dgram";
 import { SocksClient } from "socks";
 import { createMitm } from "../src/proxy/mitm/interceptor.ts";
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
-import { config, fakeResolver, raw, startProxy } from "./helpers/proxy.ts";
+import { config, fakeResolver, raw, recordingUpstream, startProxy } from "./helpers/proxy.ts";
 import { loadLibc } from "../src/util/libc.ts";
 import { generateMitmCa } from "../src/proxy/mitm/x509.ts";
 
 loadLibc();
-
-/** A raw HTTP/1.1 upstream recording every byte; answers each request head with `ok`. */
-function recordingUpstream() {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  let received = "";
-  const conns = new Set<Deno.Conn>();
-  const serving = (async () => {
-    for await (const conn of listener) {
-      conns.add(conn);
-      (async () => {
-        const buffer = new Uint8Array(65536);
-        try {
-          for (;;) {
-            const n = await conn.read(buffer);
-            if (n === null) break;
-            const text = new TextDecoder().decode(buffer.subarray(0, n));
-            received += text;
-            for (const _ of text.matchAll(/\r\n\r\n/g)) {
-              await conn.write(
-                new TextEncoder().encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
-              );
-            }
-          }
-        } catch { /* closed */ }
-        conns.delete(conn);
-        try {
-          conn.close();
-        } catch { /* closed */ }
-      })();
-    }
-  })();
-  return {
-    port: (listener.addr as Deno.NetAddr).port,
-    get received() {
-      return received;
-    },
-    async [Symbol.asyncDispose]() {
-      listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch { /* closed */ }
-      }
-      await serving;
-    },
-  };
-}
 
 /** Requests whose framing a second parser could read another way. */
 function smugglers(host: string): Array<[string, string]> {

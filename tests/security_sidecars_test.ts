@@ -15,54 +15,15 @@ import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { startResponsesProxy } from "../src/sidecars/responses_proxy.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./helpers/assert.ts";
-import { raw } from "./helpers/proxy.ts";
+import { raw, recordingUpstream } from "./helpers/proxy.ts";
 
 const encoder = new TextEncoder();
-
-/** A raw upstream recording the bytes of each request it answers. */
-function recordingUpstream() {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  let received = "";
-  const serving = (async () => {
-    for await (const conn of listener) {
-      (async () => {
-        const buffer = new Uint8Array(65536);
-        try {
-          for (;;) {
-            const n = await conn.read(buffer);
-            if (n === null) break;
-            received += new TextDecoder().decode(buffer.subarray(0, n));
-            if (received.includes("\r\n\r\n")) {
-              await conn.write(
-                encoder.encode(
-                  "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
-                ),
-              );
-              break;
-            }
-          }
-        } catch { /* closed */ }
-        conn.close();
-      })();
-    }
-  })();
-  return {
-    url: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}/v1/responses`,
-    get received() {
-      return received;
-    },
-    async [Symbol.asyncDispose]() {
-      listener.close();
-      await serving;
-    },
-  };
-}
 
 Deno.test("security responses-proxy: CL+TE and conflicting lengths are refused, framing is ours", async () => {
   await using upstream = recordingUpstream();
   const proxy = await startResponsesProxy({
     authorization: encoder.encode("Bearer sk-test"),
-    upstreamUrl: upstream.url,
+    upstreamUrl: `${upstream.url}/v1/responses`,
     report: () => {},
   });
   try {

@@ -133,3 +133,51 @@ export async function raw(
   }
   return text;
 }
+
+/** A raw HTTP/1.1 upstream recording every byte; answers each request head with `ok`. */
+export function recordingUpstream() {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let received = "";
+  const conns = new Set<Deno.Conn>();
+  const serving = (async () => {
+    for await (const conn of listener) {
+      conns.add(conn);
+      (async () => {
+        const buffer = new Uint8Array(65536);
+        try {
+          for (;;) {
+            const n = await conn.read(buffer);
+            if (n === null) break;
+            const text = new TextDecoder().decode(buffer.subarray(0, n));
+            received += text;
+            for (const _ of text.matchAll(/\r\n\r\n/g)) {
+              await conn.write(
+                new TextEncoder().encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
+              );
+            }
+          }
+        } catch { /* closed */ }
+        conns.delete(conn);
+        try {
+          conn.close();
+        } catch { /* closed */ }
+      })();
+    }
+  })();
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    url: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    get received() {
+      return received;
+    },
+    async [Symbol.asyncDispose]() {
+      listener.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch { /* closed */ }
+      }
+      await serving;
+    },
+  };
+}

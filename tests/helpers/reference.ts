@@ -1,3 +1,5 @@
+import type { ConnectOptions } from "../../src/client/client.ts";
+
 // The reference Codex binary, when installed (CI sets CODEX_REFERENCE_BIN).
 
 export function referenceBin(): string | null {
@@ -34,4 +36,34 @@ export function scratchRoot(): string {
 /** A fresh `CODEX_HOME` for the reference server (see {@linkcode scratchRoot}). */
 export function referenceHome(): string {
   return Deno.makeTempDirSync({ dir: scratchRoot(), prefix: "codex-home-" });
+}
+
+/**
+ * The stdio servers a portable client test runs against: ours, and the
+ * reference when installed (a visible note otherwise).
+ */
+export function clientTargets(): Array<[string, ConnectOptions]> {
+  const cli = new URL("../../cli.ts", import.meta.url).pathname;
+  const list: Array<[string, ConnectOptions]> = [[
+    "ours",
+    {
+      command: {
+        program: Deno.execPath(),
+        args: ["run", "-A", cli, "serve", "--listen", "stdio", "--log-level", "error"],
+      },
+    },
+  ]];
+  const ref = referenceBin();
+  if (ref) {
+    list.push(["reference", {
+      command: {
+        program: ref,
+        args: ["exec-server", "--listen", "stdio"],
+        env: { CODEX_HOME: referenceHome() },
+      },
+    }]);
+  } else {
+    console.warn("note: reference exec-server not found (CODEX_REFERENCE_BIN); ours only");
+  }
+  return list;
 }
