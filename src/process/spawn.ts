@@ -1,17 +1,13 @@
 /**
- * Starting a child in its own session and process group.
- *
- * `Deno.Command` with `detached: true` (which calls `setsid()`) is the fast
- * path. It cannot set `argv[0]` independently of the program, so a request
- * with `arg0` goes through `node:child_process`, which can (`argv0`) and
- * also calls `setsid()` for `detached`. Both produce the same
- * {@linkcode SpawnedChild}.
+ * Starting a child in its own session and process group: the program is
+ * resolved here (§7.7), `arg0` applied through bash's `exec -a`, and the
+ * whole command line run through the `setsid` program (see
+ * {@linkcode spawnChild}), or `Deno.Command`'s `detached` where there is no
+ * `setsid`.
  *
  * @module
  */
 
-import { spawn as nodeSpawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import { osErrorText } from "../util/os_error.ts";
 import { signalExitCode } from "./signals.ts";
 
@@ -91,15 +87,13 @@ export function checkCwd(cwd: string): void {
 /** Starts the child described by `request`. Throws {@linkcode SpawnError}. */
 export function spawnChild(request: SpawnRequest): SpawnedChild {
   checkCwd(request.cwd);
-  const [program, ...args] = request.argv;
+  const [program] = request.argv;
   if (program === undefined) throw new SpawnError("argv must not be empty");
-  const useNode = request.arg0 !== undefined && request.arg0 !== null;
   try {
-    if (request.launcher) {
-      const [wrapper, ...wrapped] = request.launcher(resolveTarget(request));
-      return spawnWithDeno(wrapper!, wrapped, request);
-    }
-    return useNode ? spawnWithNode(program, args, request) : spawnWithDeno(program, args, request);
+    const target = resolveTarget(request);
+    if (request.launcher) return spawnInSession(request.launcher(target), request);
+    checkExecutable(target[0]!, program);
+    return spawnInSession(target, request);
   } catch (error) {
     if (error instanceof SpawnError) throw error;
     throw new SpawnError(osErrorText(error), {
@@ -109,16 +103,49 @@ export function spawnChild(request: SpawnRequest): SpawnedChild {
   }
 }
 
-function spawnWithDeno(program: string, args: string[], request: SpawnRequest): SpawnedChild {
-  const child = new Deno.Command(program, {
-    args,
+/** The `setsid` program, when there is one (see {@linkcode spawnInSession}). */
+const SETSID = findInPath("setsid", "/usr/bin:/bin:/usr/sbin:/sbin");
+
+/**
+ * Fails as exec would, before spawning: the child is started through a
+ * wrapper, which would otherwise report a missing program as an exit code.
+ */
+function checkExecutable(path: string, program: string): void {
+  let info: Deno.FileInfo;
+  try {
+    info = Deno.statSync(path);
+  } catch (error) {
+    throw new SpawnError(osErrorText(error), {
+      cause: error,
+      detail: `failed to spawn ${program}`,
+    });
+  }
+  if (!info.isFile || ((info.mode ?? 0o777) & 0o111) === 0) {
+    throw new SpawnError("Permission denied (os error 13)", {
+      detail: `failed to spawn ${program}`,
+    });
+  }
+}
+
+/**
+ * Starts `argv` (program resolved) as the leader of a new session and
+ * process group. Through the `setsid` program when there is one: Deno then
+ * spawns with `posix_spawn` (a few hundred µs), whereas `detached: true`
+ * must `fork` the whole server (its page tables: milliseconds of CPU per
+ * exec that grow with the heap). The program replaces `setsid` in the same
+ * process, so its pid is the child's.
+ */
+function spawnInSession(argv: readonly string[], request: SpawnRequest): SpawnedChild {
+  const [program, ...args] = argv;
+  const child = new Deno.Command(SETSID ?? program!, {
+    args: SETSID ? [...argv] : args,
     cwd: request.cwd,
     env: { ...request.env },
     clearEnv: true,
     stdin: request.stdin,
     stdout: "piped",
     stderr: "piped",
-    detached: true,
+    detached: SETSID === null,
   }).spawn();
   return {
     pid: child.pid,
@@ -129,44 +156,6 @@ function spawnWithDeno(program: string, args: string[], request: SpawnRequest): 
       code: s.signal !== null ? signalExitCode(s.signal) : s.code,
       signal: s.signal,
     })),
-  };
-}
-
-function spawnWithNode(program: string, args: string[], request: SpawnRequest): SpawnedChild {
-  // node:child_process looks programs up in the child's PATH only; mirror
-  // §7.7 (fall back to the server's PATH when the child has none).
-  const env = { ...request.env };
-  const lookupPath = env.PATH ?? Deno.env.get("PATH") ?? "/usr/bin:/bin";
-  const resolved = program.includes("/") ? program : findInPath(program, lookupPath);
-  if (resolved === null) {
-    throw new SpawnError(NOT_FOUND, { detail: `failed to spawn ${program}` });
-  }
-  const child = nodeSpawn(resolved, args, {
-    argv0: request.arg0!,
-    cwd: request.cwd,
-    env,
-    detached: true,
-    stdio: [request.stdin === "piped" ? "pipe" : "ignore", "pipe", "pipe"],
-  });
-  const status = new Promise<ChildStatus>((resolve, reject) => {
-    child.once("error", (error) => reject(error));
-    child.once("exit", (code, signal) =>
-      resolve({
-        code: signal !== null ? signalExitCode(signal) : code ?? 0,
-        signal,
-      }));
-  });
-  if (child.pid === undefined) {
-    // Spawn failures surface later through the 'error' event.
-    status.catch(() => {});
-    throw new SpawnError(NOT_FOUND, { detail: `failed to spawn ${program}` });
-  }
-  return {
-    pid: child.pid,
-    stdout: Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>,
-    stderr: Readable.toWeb(child.stderr!) as ReadableStream<Uint8Array>,
-    stdin: child.stdin ? Writable.toWeb(child.stdin) as WritableStream<Uint8Array> : null,
-    status,
   };
 }
 
