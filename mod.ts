@@ -314,6 +314,7 @@ export {
   type LogLevel,
   nullLogger,
 } from "./src/log/logger.ts";
+export { otelEnabled, otelRequestTracer, type RequestTracer } from "./src/log/otel.ts";
 
 // Run as a program (`deno run -A jsr:@org/exec-server …`): the command line.
 // Loaded only then, so a library import does not load the CLI's modules.

@@ -128,7 +128,10 @@ Deno.test("cli: --listen validation uses the reference's messages", async () => 
   );
   const zero = await runCli(["--concurrent-requests", "0"]);
   assertEquals(zero.code, 2);
-  assertStringIncludes(zero.stderr, "number would be zero for non-zero type");
+  assertStringIncludes(
+    zero.stderr,
+    "invalid value '0' for '--concurrent-requests <COUNT>': must be at least 1",
+  );
 });
 
 Deno.test("serve args: listen targets and auth flag combinations", () => {

@@ -362,3 +362,42 @@ Deno.test("exec-server mcp: the real command over stdio", async () => {
   assertEquals((await child.status).code, 0);
   await lines.cancel();
 });
+
+Deno.test("exec-server mcp: requests piped with end of input are all answered before exit", async () => {
+  const script = [
+    {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-06-18",
+        capabilities: {},
+        clientInfo: { name: "t", version: "1" },
+      },
+    },
+    { jsonrpc: "2.0", method: "notifications/initialized" },
+    {
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/call",
+      params: {
+        name: "exec_command",
+        arguments: { argv: ["sh", "-c", "sleep 0.3; echo late"], cwd: "/" },
+      },
+    },
+  ].map((m) => JSON.stringify(m) + "\n").join("");
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, "mcp"],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  await writer.write(new TextEncoder().encode(script));
+  await writer.close(); // end of input right after the requests
+  const out = await child.output();
+  assertEquals(out.code, 0);
+  const answers = new TextDecoder().decode(out.stdout).trim().split("\n").map((l) => JSON.parse(l));
+  assertEquals(answers.map((a) => a.id), [1, 2]);
+  assertEquals(answers[1].result.structuredContent.stdout, "late\n");
+});

@@ -402,3 +402,30 @@ Deno.test("proxy command: --requirements overrides the file and enforces its den
     'invalid value for network.allowed_domains: ["x.org"] (allowed subset of managed allowed_domains)',
   );
 });
+
+Deno.test("proxy log: every event is a stable dotted name; free text goes into message", async () => {
+  const logs: string[] = [];
+  const state = new NetworkProxyState(cfg({ domains: allow("a.test") }), {
+    logger: createLogger({ level: "debug", write: (line) => logs.push(line) }),
+  });
+  state.addAllowedDomain("b.test");
+  state.addDeniedDomain("c.test");
+  await state.recordBlocked({
+    host: "c.test",
+    reason: "denied",
+    protocol: "http",
+    port: 80,
+    client: "127.0.0.1",
+    method: "GET",
+  });
+  const records = logs.map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert(records.length >= 3, logs.join("\n"));
+  for (const r of records) {
+    assert(/^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$/.test(String(r.event)), `free-text event: ${r.event}`);
+  }
+  const added = records.find((r) => r.event === "proxy.config_entry_added");
+  assertEquals([added?.list, added?.entry], ["allowlist", "b.test"]);
+  assertStringIncludes(String(added?.message), "config entry added to allowlist: b.test");
+  const blocked = records.find((r) => r.event === "proxy.request_blocked");
+  assertEquals(blocked?.host, "c.test");
+});

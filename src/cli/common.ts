@@ -25,7 +25,7 @@ export function parsePositiveInt(flag: string, value: string): number {
   const n = Number(value);
   if (n === 0) {
     throw new UsageError(
-      `invalid value '${value}' for '--${flag}': number would be zero for non-zero type`,
+      `invalid value '${value}' for '--${flag}': must be at least 1`,
       2,
     );
   }
@@ -155,4 +155,17 @@ export async function registrationBearer(fromStdin: boolean): Promise<string> {
     );
   }
   return bearer;
+}
+
+/**
+ * Prints one human-readable line on standard error when it is a terminal
+ * (the JSON log stays as it is; nothing is added when stderr is piped).
+ */
+export function announce(line: string): void {
+  try {
+    if (!Deno.stderr.isTerminal()) return;
+    Deno.stderr.writeSync(new TextEncoder().encode(line + "\n"));
+  } catch {
+    // No terminal after all: stay quiet.
+  }
 }

@@ -10,6 +10,7 @@ import { connectFromFlags, CONNECTION_FLAGS, CONNECTION_USAGE } from "./client_a
 import { printLine, UsageError } from "./common.ts";
 import type { ExecServerClient } from "../client/client.ts";
 import { isRemoteFailure } from "../client/fs.ts";
+import { progressStream, wantsProgress } from "./progress.ts";
 
 /** Help text for `fs`. */
 export const FS_USAGE = `Usage: exec-server fs COMMAND [CONNECTION] ARGS...
@@ -22,6 +23,10 @@ Commands (remote paths are absolute paths or file: URIs):
   stat PATH               metadata as JSON
   rm [-r] PATH            remove (-r: recursively)
   mkdir [-p] PATH         create a directory (-p: with parents)
+
+Options:
+  --progress / --no-progress   draw put/get progress on stderr (default: only on a terminal)
+  -h, --help                   this help
 
 ${CONNECTION_USAGE}
 `;
@@ -48,6 +53,8 @@ export async function runFs(args: string[]): Promise<number> {
         ...CONNECTION_FLAGS,
         recursive: { type: "boolean", short: "r" },
         parents: { type: "boolean", short: "p" },
+        progress: { type: "boolean" },
+        "no-progress": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -69,7 +76,10 @@ export async function runFs(args: string[]): Promise<number> {
   await using client = await connectFromFlags(parsed.values);
   const [a, b] = paths as [string, string];
   try {
-    return await fsCommand(client.fs, sub, a, b, parsed.values);
+    const progress = wantsProgress(
+      parsed.values["no-progress"] ? false : parsed.values.progress,
+    );
+    return await fsCommand(client.fs, sub, a, b, { ...parsed.values, progress });
   } catch (error) {
     // The server sends bare OS errors (the reference's texts): name the path.
     if (isRemoteFailure(error)) throw new Error(`${sub === "put" ? b : a}: ${error.message}`);
@@ -82,7 +92,7 @@ async function fsCommand(
   sub: string,
   a: string,
   b: string,
-  flags: { recursive?: boolean; parents?: boolean },
+  flags: { recursive?: boolean; parents?: boolean; progress: boolean },
 ): Promise<number> {
   switch (sub) {
     case "ls": {
@@ -102,13 +112,22 @@ async function fsCommand(
     }
     case "put": {
       const local = await Deno.open(a, { read: true });
-      await fs.writeFile(b, local.readable);
+      const total = (await local.stat()).size;
+      await fs.writeFile(
+        b,
+        flags.progress
+          ? local.readable.pipeThrough(progressStream({ label: `put ${a}`, total }))
+          : local.readable,
+      );
       return 0;
     }
     case "get": {
+      const total = flags.progress ? (await fs.metadata(a)).size : 0;
       await using file = await fs.open(a);
       const out = await Deno.open(b, { write: true, create: true, truncate: true });
-      await file.readable.pipeTo(out.writable);
+      await (flags.progress
+        ? file.readable.pipeThrough(progressStream({ label: `get ${a}`, total }))
+        : file.readable).pipeTo(out.writable);
       return 0;
     }
     case "stat":

@@ -112,8 +112,10 @@ export async function runMcpBridge(args: string[]): Promise<number> {
         ? { idleTimeoutMs: parseDuration("idle-timeout", flags["idle-timeout"]) }
         : {}),
     });
+    // Listen for the signal before saying we are up (a prompt SIGTERM exits 0).
+    const signalled = terminationSignal();
     console.error(`mcp-bridge listening on ${http.url}`);
-    await terminationSignal();
+    await signalled;
     await http.close();
     return 0;
   } finally {

@@ -109,8 +109,10 @@ export async function runMcp(args: string[]): Promise<number> {
         ? { idleTimeoutMs: parseDuration("idle-timeout", flags["idle-timeout"]) }
         : {}),
     });
+    // Listen for the signal before saying we are up (a prompt SIGTERM exits 0).
+    const signalled = terminationSignal();
     console.error(`exec-server mcp listening on ${http.url}`);
-    await terminationSignal();
+    await signalled;
     await http.close();
     return 0;
   } finally {

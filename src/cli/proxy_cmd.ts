@@ -139,13 +139,15 @@ export async function runProxy(args: string[]): Promise<number> {
       a
         ? (a.hostname.includes(":") ? `[${a.hostname}]:${a.port}` : `${a.hostname}:${a.port}`)
         : null;
+    // Listen for the signal before saying we are up (a prompt SIGTERM exits 0).
+    const signalled = terminationSignal();
     await printLine(JSON.stringify({
       type: "listening",
       http: addr(proxy.addresses.http),
       socks: addr(proxy.addresses.socks),
       trustBundle: proxy.trustBundlePath,
     }));
-    await terminationSignal();
+    await signalled;
     return 0;
   } finally {
     await proxy.shutdown();

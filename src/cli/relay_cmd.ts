@@ -9,7 +9,8 @@ import { parseArgs } from "node:util";
 import { createLogger, type LogLevel } from "../log/logger.ts";
 import { startRelayServer } from "../relay/server/relay_server.ts";
 import { RelayStore } from "../relay/server/store.ts";
-import { printLine, terminationSignal, UsageError } from "./common.ts";
+import { announce, printLine, terminationSignal, UsageError } from "./common.ts";
+import { VERSION } from "../version.ts";
 
 /** Help text. */
 export const RELAY_USAGE = `Usage: exec-server relay --listen http://IP:PORT [OPTIONS]
@@ -72,8 +73,11 @@ export async function runRelay(args: string[]): Promise<number> {
     ...(flags.kv ? { kv: flags.kv } : {}),
     ...(flags["public-url"] ? { publicUrl: flags["public-url"] } : {}),
   });
+  // Listen for the signal before saying we are up (a prompt SIGTERM exits 0).
+  const signalled = terminationSignal();
   await printLine(relay.url);
-  await terminationSignal();
+  announce(`exec-server ${VERSION} relay listening on ${relay.url} (Ctrl-C to stop)`);
+  await signalled;
   await relay.close();
   return 0;
 }

@@ -6,7 +6,8 @@
  */
 
 import { parseArgs } from "node:util";
-import { createLogger, type LogLevel, parseLogLevel } from "../log/logger.ts";
+import { consoleWrite, createLogger, type LogLevel, parseLogLevel } from "../log/logger.ts";
+import { otelRequestTracer } from "../log/otel.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
 import { listenWebSocket } from "../server/listen_ws.ts";
@@ -14,7 +15,9 @@ import { startNetworkProxyFromFile } from "../proxy/start.ts";
 import { loadNetworkRequirementsFile } from "../proxy/config_file.ts";
 import { RemoteExecutor } from "../relay/executor.ts";
 import { sha256, type WebSocketAuth } from "../server/ws_auth.ts";
+import { VERSION } from "../version.ts";
 import {
+  announce,
   onTerminationSignal,
   parseByteSize,
   parseDuration,
@@ -309,7 +312,13 @@ async function waitForStdinEof(): Promise<void> {
 
 /** Runs the server until its input ends (stdio) or a termination signal. */
 export async function runServe(config: ServeConfig): Promise<number> {
-  const logger = createLogger({ level: config.logLevel });
+  // With OTEL_DENO=true, log lines go through console (which Deno exports)
+  // and every request gets a span continuing the caller's trace context.
+  const tracer = await otelRequestTracer({ version: VERSION });
+  const logger = createLogger({
+    level: config.logLevel,
+    ...(tracer ? { write: consoleWrite } : {}),
+  });
   if (config.networkRequirements && !config.networkProxyConfig) {
     throw new UsageError("--network-requirements needs --network-proxy", 2);
   }
@@ -336,6 +345,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
     sessionTtlMs: config.sessionTtlMs,
     httpBodyLimitBytes: config.httpBodyLimitBytes,
     logger,
+    tracer,
   });
   const stop = Promise.withResolvers<string>();
   const removeSignals = onTerminationSignal((signal) => stop.resolve(signal));
@@ -353,10 +363,14 @@ export async function runServe(config: ServeConfig): Promise<number> {
         name: config.remote.name,
         registration: executor.registration.executorRegistrationId,
       });
+      announce(
+        `exec-server ${VERSION} serving environment ${config.remote.environmentId} through ${config.remote.url} (Ctrl-C to stop)`,
+      );
       const why = await stop.promise;
       logger.info("server.stopping", { reason: why });
       await executor.close();
     } else if (config.listen.kind === "stdio") {
+      announce(`exec-server ${VERSION} serving JSON-RPC on stdio (end input or Ctrl-C to stop)`);
       const ended = serveStdio(server).then((info) => `stdio ${info.reason}`);
       const why = await Promise.race([ended, stop.promise]);
       logger.info("server.stopping", { reason: why });
@@ -369,6 +383,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
       });
       await printLine(listener.url);
       logger.info("server.listening", { url: listener.url });
+      announce(`exec-server ${VERSION} listening on ${listener.url} (Ctrl-C to stop)`);
       const waits: Promise<string>[] = [stop.promise];
       if (config.exitOnStdinClose) waits.push(waitForStdinEof().then(() => "stdin closed"));
       const why = await Promise.race(waits);

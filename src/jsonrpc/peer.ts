@@ -22,12 +22,15 @@ import {
   isMalformed,
   isNotification,
   isRequest,
+  type JsonRpcFailure,
   type JsonRpcMessage,
   type JsonRpcRequest,
+  type JsonRpcSuccess,
   type RequestId,
   type TraceContext,
 } from "./message.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
+import type { RequestTracer } from "../log/otel.ts";
 import { settleWithin } from "../util/async.ts";
 
 /** What a request handler can use besides its params. */
@@ -84,6 +87,8 @@ export interface RpcPeerOptions {
   readonly logger?: Logger;
   /** Trace context for each outbound request (e.g. the caller's active span). */
   readonly trace?: () => TraceContext | undefined;
+  /** Runs each inbound request inside a span (OpenTelemetry); default: none. */
+  readonly tracer?: RequestTracer | null;
   /**
    * What a malformed message does: `answer` (a server: a `-32600` with id
    * -1, the connection goes on) or `close` (a client: a server that sends
@@ -457,25 +462,30 @@ export class RpcPeer {
         }
       },
     };
-    let response: JsonRpcMessage;
     let succeeded = false;
     const started = this.#logger.enabled("debug") ? performance.now() : 0;
-    try {
-      const handler = this.#options.onRequest;
-      if (!handler) {
-        throw new RpcError(JsonRpcCode.MethodNotFound, `method not found: ${req.method}`);
+    const answer = async (): Promise<JsonRpcSuccess | JsonRpcFailure> => {
+      try {
+        const handler = this.#options.onRequest;
+        if (!handler) {
+          throw new RpcError(JsonRpcCode.MethodNotFound, `method not found: ${req.method}`);
+        }
+        const result = await handler(req.method, req.params ?? null, ctx);
+        succeeded = true;
+        return { jsonrpc: "2.0", id: req.id, result: result === undefined ? null : result };
+      } catch (error) {
+        return { jsonrpc: "2.0", id: req.id, error: this.#toErrorObject(req, error) };
+      } finally {
+        if (holding) {
+          holding = false;
+          this.#release(lane);
+        }
       }
-      const result = await handler(req.method, req.params ?? null, ctx);
-      response = { jsonrpc: "2.0", id: req.id, result: result === undefined ? null : result };
-      succeeded = true;
-    } catch (error) {
-      response = { jsonrpc: "2.0", id: req.id, error: this.#toErrorObject(req, error) };
-    } finally {
-      if (holding) {
-        holding = false;
-        this.#release(lane);
-      }
-    }
+    };
+    const tracer = this.#options.tracer;
+    const response = tracer
+      ? await tracer.run(req.method, req.id, req.trace, answer)
+      : await answer();
     await this.send(response);
     if (started !== 0) {
       // One event per request: what, which, how long, and how it ended.

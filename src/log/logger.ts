@@ -60,6 +60,14 @@ function serialiseField(value: unknown): unknown {
   return value;
 }
 
+/**
+ * Writes a line through `console.error`: the same bytes on stderr, and
+ * captured as a log record when Deno's OpenTelemetry export is on.
+ */
+export function consoleWrite(line: string): void {
+  console.error(line);
+}
+
 /** Creates a logger writing JSON lines. */
 export function createLogger(options: LoggerOptions = {}): Logger {
   const threshold = LOG_LEVELS.indexOf(options.level ?? "info");

@@ -40,6 +40,11 @@ export interface StdioMcpTransportOptions {
   readonly logger?: Logger;
   /** Leave `output` open on close (this process's stdout). */
   readonly keepOutputOpen?: boolean;
+  /**
+   * At end of input, how long requests already received may take to be
+   * answered before the transport closes anyway. Default 60 s.
+   */
+  readonly drainTimeoutMs?: number;
 }
 
 const encoder = new TextEncoder();
@@ -53,6 +58,10 @@ export async function stdioMcpTransport(options: StdioMcpTransportOptions): Prom
   const reader = options.input.getReader();
   const writer = options.output.getWriter();
   let closing: Promise<void> | null = null;
+  // Requests received and not yet answered: end of input waits for them
+  // (`echo REQUEST | exec-server mcp` gets its answer).
+  const pending = new Set<string | number>();
+  let drained: PromiseWithResolvers<void> | null = null;
 
   const transport: Transport = {
     start() {
@@ -62,6 +71,10 @@ export async function stdioMcpTransport(options: StdioMcpTransportOptions): Prom
     async send(message: JSONRPCMessage) {
       if (closing) throw new Error(`${options.label}: transport closed`);
       await writer.write(encoder.encode(stdio.serializeMessage(message)));
+      if (("result" in message || "error" in message) && "id" in message) {
+        pending.delete(message.id as string | number);
+        if (pending.size === 0) drained?.resolve();
+      }
     },
     close() {
       closing ??= (async () => {
@@ -95,6 +108,7 @@ export async function stdioMcpTransport(options: StdioMcpTransportOptions): Prom
       logger.debug("mcp.parse_failed", { server: options.label, error });
       return;
     }
+    if ("method" in message && "id" in message) pending.add(message.id as string | number);
     transport.onmessage?.(message);
   }
 
@@ -113,6 +127,10 @@ export async function stdioMcpTransport(options: StdioMcpTransportOptions): Prom
       }
       const rest = splitter.takeRest();
       if (rest) deliver(rest);
+      if (pending.size > 0) {
+        drained = Promise.withResolvers<void>();
+        await settleWithin(drained.promise, options.drainTimeoutMs ?? 60_000);
+      }
     } catch (error) {
       if (!closing) transport.onerror?.(error as Error);
     }

@@ -105,7 +105,9 @@ export class NetworkProxy implements AsyncDisposable {
       ...(options.caCerts ? { caCerts: options.caCerts } : {}),
     };
     if (!config.enabled) {
-      logger.warn("network.enabled is false; skipping proxy listeners");
+      logger.warn("proxy.disabled", {
+        message: "network.enabled is false; skipping proxy listeners",
+      });
       return new NetworkProxy(
         state,
         { http: null, socks: null },
@@ -138,9 +140,10 @@ export class NetworkProxy implements AsyncDisposable {
       throw error;
     }
     if (config.mode === "limited" && socks) {
-      logger.info(
-        "SOCKS5 UDP and non-HTTPS SOCKS5 TCP are blocked in limited mode; HTTPS SOCKS5 TCP requires MITM inspection",
-      );
+      logger.info("proxy.socks5_limited", {
+        message:
+          "SOCKS5 UDP and non-HTTPS SOCKS5 TCP are blocked in limited mode; HTTPS SOCKS5 TCP requires MITM inspection",
+      });
     }
     return new NetworkProxy(
       state,

@@ -171,12 +171,20 @@ export class NetworkProxyState {
       const name = list === "allow" ? "allowlist" : "denylist";
       for (const k of Object.keys(b)) {
         if (b[k] === list && a[k] !== list) {
-          this.#logger.info(`config entry added to ${name}: ${k}`);
+          this.#logger.info("proxy.config_entry_added", {
+            list: name,
+            entry: k,
+            message: `config entry added to ${name}: ${k}`,
+          });
         }
       }
       for (const k of Object.keys(a)) {
         if (a[k] === list && b[k] !== list) {
-          this.#logger.info(`config entry removed from ${name}: ${k}`);
+          this.#logger.info("proxy.config_entry_removed", {
+            list: name,
+            entry: k,
+            message: `config entry removed from ${name}: ${k}`,
+          });
         }
       }
     }
@@ -281,7 +289,11 @@ export class NetworkProxyState {
       timestamp: Math.floor(Date.now() / 1000),
     };
     this.#blocked.push(full);
-    this.#logger.debug(violationLogLine(full));
+    this.#logger.debug("proxy.request_blocked", {
+      host: full.host,
+      reason: full.reason,
+      message: violationLogLine(full),
+    });
     try {
       await this.#options.observer?.(full);
     } catch (error) {

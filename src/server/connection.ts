@@ -61,6 +61,7 @@ export class ServerConnection {
       laneOf: (method) => CONTROL_METHODS.has(method) ? "control" : "ordinary",
       inline: () => this.#state !== "ready",
       logger: this.#logger,
+      tracer: server.tracer,
     });
     this.closed = this.peer.closed.then(async (info) => {
       this.#logger.info("connection.closed", { reason: info.reason });

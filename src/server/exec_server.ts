@@ -9,6 +9,7 @@ import { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import { sandboxSupport } from "../sandbox/bwrap.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
+import type { RequestTracer } from "../log/otel.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
@@ -52,6 +53,11 @@ export interface ExecServerOptions {
    * true` (their environment is routed through it; see `NetworkProxy`).
    */
   readonly managedNetwork?: ManagedNetworkEnv;
+  /**
+   * Spans per JSON-RPC request (see `otelRequestTracer`, which the CLI
+   * passes when `OTEL_DENO=true`). Default: none.
+   */
+  readonly tracer?: RequestTracer | null;
 }
 
 /** The registered methods. */
@@ -97,6 +103,7 @@ export class ExecServer {
         { available: sandbox.available, mechanism: "bubblewrap", reason: sandbox.reason },
       ),
       managedNetwork: options.managedNetwork ?? null,
+      tracer: options.tracer ?? null,
       sandboxFs: new SandboxFsGateway(),
     };
   }

@@ -8,6 +8,7 @@
 
 import type { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import type { Logger } from "../log/logger.ts";
+import type { RequestTracer } from "../log/otel.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import type { MethodTable } from "./handler.ts";
 import type { SessionRegistry } from "./session_registry.ts";
@@ -54,6 +55,8 @@ export interface ServerState {
   readonly environmentInfo: EnvironmentInfo;
   /** Applied to processes started with `enforceManagedNetwork: true`. */
   readonly managedNetwork: ManagedNetworkEnv | null;
+  /** Spans per request, when telemetry is on. */
+  readonly tracer: RequestTracer | null;
   /** Runs sandboxed `fs/*` requests inside their sandbox. */
   readonly sandboxFs: SandboxFsGateway;
 }

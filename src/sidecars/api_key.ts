@@ -25,10 +25,10 @@ export class ApiKeyError extends Error {
   }
 }
 
-/** The texts of {@linkcode ApiKeyError}, as the reference words them. */
+/** The texts of {@linkcode ApiKeyError}. */
 export const API_KEY_ERRORS = {
   missing:
-    "API key must be provided via stdin (e.g. printenv OPENAI_API_KEY | env -u OPENAI_API_KEY codex-responses-api-proxy)",
+    "API key must be provided via stdin (e.g. printenv OPENAI_API_KEY | env -u OPENAI_API_KEY exec-server responses-proxy)",
   tooLarge: `API key is too large to fit in the ${API_KEY_BUFFER_BYTES}-byte buffer`,
   invalid: "API key may only contain ASCII letters, numbers, '-' or '_'",
 } as const;
