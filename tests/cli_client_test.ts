@@ -269,3 +269,62 @@ Deno.test("cli: client commands run with least privilege (no re-spawn with -A)",
     await rest.cancel();
   }
 });
+
+Deno.test("cli exec --tty under narrow permissions names the missing ones", async () => {
+  const run = async (flags: string[]) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", ...flags, CLI, "exec", "--tty", "--", "echo", "tty-ok"],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+  };
+  const narrow = await run(["--allow-net", "--allow-env"]);
+  assertEquals(narrow.code, 1);
+  assertStringIncludes(
+    narrow.stderr,
+    "terminals need Deno permissions this server lacks: run it with --allow-ffi --allow-read --allow-write --allow-run",
+  );
+  const some = await run(["--allow-net", "--allow-env", "--allow-ffi", "--allow-run"]);
+  assertStringIncludes(some.stderr, "run it with --allow-read --allow-write;");
+  const all = await run([
+    "--allow-net",
+    "--allow-env",
+    "--allow-ffi",
+    "--allow-run",
+    "--allow-read",
+    "--allow-write",
+  ]);
+  assertEquals([all.code, all.stdout.trim()], [0, "tty-ok"], all.stderr);
+});
+
+Deno.test("cli --remote at a closed port names the URL and the cause", async () => {
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/token`, "harness-token");
+    const r = await cli([
+      "exec",
+      "--remote",
+      `http://127.0.0.1:${port}`,
+      "--environment-id",
+      "env1",
+      "--token-file",
+      `${dir}/token`,
+      "--",
+      "true",
+    ]);
+    assertEquals(r.code, 1);
+    assertStringIncludes(
+      r.stderr,
+      `cannot reach http://127.0.0.1:${port}/cloud/environment/env1/connect: `,
+    );
+    assertStringIncludes(r.stderr, "Connection refused");
+    assert(!r.stderr.includes("fetch failed"), r.stderr);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -11,7 +11,7 @@ import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { referenceBin } from "./helpers/reference.ts";
 import { CLI, eventually, firstLine } from "./helpers/wire_client.ts";
-import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
+import { assert, assertEquals, assertRejects, assertStringIncludes } from "./helpers/assert.ts";
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 
 // Loaded before the tests: libcrypto (FFI) stays open for the process.
@@ -281,6 +281,37 @@ Deno.test("relay CLI: relay, token create, serve --remote and exec --remote as r
     await relay.status;
     await reader.cancel();
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("relay e2e: forward to a target that is down — the harness hears the cause, encrypted", async () => {
+  const relay = await startRelayServer({ port: 0, logger: nullLogger });
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const deadPort = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  const executorToken = await relay.store.createToken("executor", "env-dead");
+  const harnessToken = await relay.store.createToken("harness", "env-dead");
+  const executor = await RemoteExecutor.start({
+    registry: { url: relay.url, bearer: executorToken },
+    environmentId: "env-dead",
+    server: forwardingServer({ url: `ws://127.0.0.1:${deadPort}` }),
+    logger: nullLogger,
+  });
+  try {
+    await executor.connected;
+    const error = await assertRejects(() =>
+      connect({
+        rendezvous: { registryUrl: relay.url, environmentId: "env-dead", token: harnessToken },
+        reconnect: false,
+      })
+    );
+    assertStringIncludes(
+      error.message,
+      `exec-server forward: cannot connect to ws://127.0.0.1:${deadPort}/: Connection refused`,
+    );
+  } finally {
+    await executor.close();
+    await relay.close();
   }
 });
 

@@ -109,7 +109,7 @@ Deno.test("stdio-to-uds: stdin after the peer closed is a broken relay (exit 1)"
   });
 });
 
-Deno.test("stdio-to-uds: a missing socket and bad arguments are reported with exit 1", async () => {
+Deno.test("stdio-to-uds: a missing socket exits 1, bad arguments are usage errors (2)", async () => {
   const dir = await Deno.makeTempDir();
   try {
     const missing = await new Deno.Command(Deno.execPath(), {
@@ -122,14 +122,14 @@ Deno.test("stdio-to-uds: a missing socket and bad arguments are reported with ex
       args: ["run", "-A", CLI, "stdio-to-uds"],
       stdin: "null",
     }).output();
-    assertEquals(none.code, 1);
-    assertStringIncludes(text(none.stderr), "<socket-path>");
+    assertEquals(none.code, 2);
+    assertStringIncludes(text(none.stderr), "stdio-to-uds needs SOCKET_PATH");
     const two = await new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", CLI, "stdio-to-uds", "a", "b"],
       stdin: "null",
     }).output();
-    assertEquals(two.code, 1);
-    assertStringIncludes(text(two.stderr), "Expected exactly one argument: <socket-path>");
+    assertEquals(two.code, 2);
+    assertStringIncludes(text(two.stderr), "stdio-to-uds takes one SOCKET_PATH, got 2 arguments");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -25,8 +25,12 @@ export async function runStdioToUds(args: string[]): Promise<number> {
     console.log(STDIO_TO_UDS_USAGE);
     return 0;
   }
-  if (args.length === 0) throw new UsageError("Usage: exec-server stdio-to-uds <socket-path>", 1);
-  if (args.length > 1) throw new UsageError("Expected exactly one argument: <socket-path>", 1);
+  if (args.length === 0) {
+    throw new UsageError("stdio-to-uds needs SOCKET_PATH: exec-server stdio-to-uds SOCKET_PATH", 2);
+  }
+  if (args.length > 1) {
+    throw new UsageError(`stdio-to-uds takes one SOCKET_PATH, got ${args.length} arguments`, 2);
+  }
   await relayStdioToUnixSocket(args[0]!);
   return 0;
 }

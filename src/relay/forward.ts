@@ -46,7 +46,11 @@ export function forwardingServer(options: ForwardOptions): StreamServer {
         });
         target = webSocketConnection(channel, { label: `forward ${options.url}` });
       } catch (error) {
-        logger.warn("forward.connect_failed", { error: (error as Error).message });
+        const cause = (error as Error).message;
+        logger.warn("forward.connect_failed", { error: cause });
+        // The harness hears why over its encrypted stream (a relay reset
+        // reason is unauthenticated and shows only "stream reset").
+        await refuseFirstRequest(harness, `exec-server forward: ${cause}`);
         harness.close("forward target unreachable");
         return;
       }
@@ -54,6 +58,33 @@ export function forwardingServer(options: ForwardOptions): StreamServer {
       await bridgeConnections(harness, target, logger);
     },
   };
+}
+
+/** How long an unreachable target's harness has to send its first request. */
+const REFUSAL_WAIT_MS = 10_000;
+
+/** Answers the first request on `connection` (normally `initialize`) with `message`. */
+async function refuseFirstRequest(connection: Connection, message: string): Promise<void> {
+  const reader = connection.readable.getReader();
+  const timer = setTimeout(() => void reader.cancel().catch(() => {}), REFUSAL_WAIT_MS);
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      if (isMalformed(value) || !("method" in value) || !("id" in value)) continue;
+      await writeOne(connection, {
+        jsonrpc: "2.0",
+        id: value.id,
+        error: { code: JsonRpcCode.InternalError, message },
+      });
+      return;
+    }
+  } catch {
+    // The harness went away first.
+  } finally {
+    clearTimeout(timer);
+    reader.releaseLock();
+  }
 }
 
 /**

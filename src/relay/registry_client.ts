@@ -7,6 +7,7 @@
  * @module
  */
 
+import { describeFetchFailure } from "../util/fetch_error.ts";
 import { decodePublicKey, type NoisePublicKey, SECURITY_PROFILE } from "../noise/hybrid_ik.ts";
 import type { RemoteKey } from "../noise/handshake.ts";
 
@@ -62,7 +63,7 @@ async function post(
     });
   } catch (error) {
     throw new RegistryError(
-      `environment registry request failed: ${(error as Error).message}`,
+      `environment registry request failed: ${describeFetchFailure(url, error, timeoutMs)}`,
       null,
       null,
     );

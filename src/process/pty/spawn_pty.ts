@@ -69,8 +69,36 @@ function helpers(): Helpers | string {
 }
 
 /**
+ * The Deno permissions terminals need and do not have, named as flags
+ * (`--allow-ffi` for libc, `--allow-read` and `--allow-write` to use the
+ * terminal's file descriptor, `--allow-run` to start the helpers); empty
+ * when all are granted.
+ */
+function missingPermissions(): string[] {
+  const wanted: Array<[Deno.PermissionDescriptor, string]> = [
+    [{ name: "ffi" }, "--allow-ffi"],
+    [{ name: "read" }, "--allow-read"],
+    // The master is read through node:tty, which Deno grants on a bare fd
+    // only with unrestricted read and write permission.
+    [{ name: "write" }, "--allow-write"],
+    [{ name: "run" }, "--allow-run"],
+  ];
+  return wanted.filter(([descriptor]) => {
+    try {
+      return Deno.permissions.querySync(descriptor).state !== "granted";
+    } catch {
+      return true;
+    }
+  }).map(([, flag]) => flag);
+}
+
+function permissionReason(missing: string[]): string {
+  return `terminals need Deno permissions this server lacks: run it with ${missing.join(" ")}`;
+}
+
+/**
  * Whether terminals can work here, without loading anything (libc is
- * opened at the first terminal): Linux, FFI permission, `sh`, `setsid`.
+ * opened at the first terminal): Linux, permissions, `sh`, `setsid`.
  */
 export function ptyAvailability(): { available: boolean; reason: string } {
   if (cached) return { available: cached.backend !== null, reason: cached.reason };
@@ -80,13 +108,8 @@ export function ptyAvailability(): { available: boolean; reason: string } {
       reason: `pseudo-terminals are implemented for Linux only (this is ${Deno.build.os})`,
     };
   }
-  try {
-    if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") {
-      return { available: false, reason: "terminals need FFI (run with --allow-ffi)" };
-    }
-  } catch {
-    return { available: false, reason: "cannot query the FFI permission" };
-  }
+  const missing = missingPermissions();
+  if (missing.length > 0) return { available: false, reason: permissionReason(missing) };
   const found = helpers();
   return typeof found === "string"
     ? { available: false, reason: found }
@@ -96,6 +119,8 @@ export function ptyAvailability(): { available: boolean; reason: string } {
 /** The terminal backend, or null with a reason (see the module documentation). */
 export function ptyBackend(): { backend: PtyBackend | null; reason: string } {
   if (cached) return cached;
+  const missing = missingPermissions();
+  if (missing.length > 0) return (cached = { backend: null, reason: permissionReason(missing) });
   const found = helpers();
   if (typeof found === "string") return (cached = { backend: null, reason: found });
   const libc = loadLibc();
