@@ -300,3 +300,40 @@ Deno.test("cli: SIGINT ends cleanly while a dead client's chatty process is paus
   assertEquals(status.code, 0, seen);
   assert(!seen.includes("Top-level await"), seen);
 });
+
+Deno.test("cli help: every command lists -h/--help and --version; remote flags where taken", async () => {
+  const commands = [
+    "serve",
+    "exec",
+    "fs",
+    "info",
+    "relay",
+    "forward",
+    "proxy",
+    "mcp",
+    "mcp-bridge",
+    "responses-proxy",
+    "stdio-to-uds",
+  ];
+  const helps = await Promise.all(commands.map(async (c) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", CLI, c, "--help"],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    return { c, code: out.code, text: new TextDecoder().decode(out.stdout) };
+  }));
+  for (const { c, code, text } of helps) {
+    assertEquals(code, 0, c);
+    assertStringIncludes(text, "-h, --help", c);
+    assertStringIncludes(text, "--version", c);
+  }
+  for (
+    const { c, text } of helps.filter((h) =>
+      ["exec", "fs", "info", "mcp", "mcp-bridge"].includes(h.c)
+    )
+  ) {
+    assertStringIncludes(text, "--remote <URL> --environment-id <ID>", c);
+  }
+});

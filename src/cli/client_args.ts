@@ -30,7 +30,8 @@ export const CONNECTION_USAGE = `Connection (one of):
                                an environment behind a registry + relay (end-to-end
                                encrypted; the harness token comes from --token-file)
   --stdio <"CMD ARGS">         spawn a server and speak on its stdio
-                               (default: this exec-server, \`serve --listen stdio\`)
+                               (default: an exec-server inside this command, with its
+                               own Deno permissions)
   --log-level <LEVEL>          client logs on stderr (default warn)`;
 
 /** Splits a command line on spaces, honouring single and double quotes. */

@@ -169,3 +169,17 @@ export function announce(line: string): void {
     // No terminal after all: stay quiet.
   }
 }
+
+/**
+ * Prints a command's help; every command takes `-h/--help` and `--version`,
+ * and the help says so (added when the text does not list them).
+ */
+export function printUsage(text: string): void {
+  const extra: string[] = [];
+  if (!/^\s*-h, --help\b/m.test(text)) extra.push("  -h, --help                   show this help");
+  if (!/^\s*--version\b/m.test(text)) {
+    extra.push("  --version                    print the version and exit");
+  }
+  const body = text.replace(/\n+$/, "");
+  console.log(extra.length ? `${body}\n\nEvery command also takes:\n${extra.join("\n")}\n` : text);
+}

@@ -11,7 +11,7 @@ import { parseArgs } from "node:util";
 import type { ExecServerClient } from "../client/client.ts";
 import type { RemoteProcess } from "../client/process.ts";
 import { connectFromFlags, CONNECTION_FLAGS, CONNECTION_USAGE } from "./client_args.ts";
-import { UsageError } from "./common.ts";
+import { printUsage, UsageError } from "./common.ts";
 import { codexSandbox } from "../client/sandbox_presets.ts";
 
 /** Help text. */
@@ -74,7 +74,7 @@ export async function runExec(args: string[]): Promise<number> {
     throw new UsageError((error as Error).message, 2);
   }
   if (parsed.values.help) {
-    console.log(EXEC_USAGE);
+    printUsage(EXEC_USAGE);
     return 0;
   }
   const argv = parsed.positionals;

@@ -10,7 +10,13 @@ import { parseArgs } from "node:util";
 import { createLogger, parseLogLevel } from "../log/logger.ts";
 import { RemoteExecutor } from "../relay/executor.ts";
 import { forwardingServer } from "../relay/forward.ts";
-import { onTerminationSignal, readSecretFile, registrationBearer, UsageError } from "./common.ts";
+import {
+  onTerminationSignal,
+  printUsage,
+  readSecretFile,
+  registrationBearer,
+  UsageError,
+} from "./common.ts";
 
 /** Help text. */
 export const FORWARD_USAGE =
@@ -61,7 +67,7 @@ export async function runForward(args: string[]): Promise<number> {
     throw new UsageError((error as Error).message, 2);
   }
   if (v.help) {
-    console.log(FORWARD_USAGE);
+    printUsage(FORWARD_USAGE);
     return 0;
   }
   if (!v.remote) throw new UsageError("--remote URL is required", 2);

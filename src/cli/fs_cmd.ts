@@ -7,7 +7,7 @@
 
 import { parseArgs } from "node:util";
 import { connectFromFlags, CONNECTION_FLAGS, CONNECTION_USAGE } from "./client_args.ts";
-import { printLine, UsageError } from "./common.ts";
+import { printLine, printUsage, UsageError } from "./common.ts";
 import type { ExecServerClient } from "../client/client.ts";
 import { isRemoteFailure } from "../client/fs.ts";
 import { progressStream, wantsProgress } from "./progress.ts";
@@ -63,7 +63,7 @@ export async function runFs(args: string[]): Promise<number> {
   }
   const [sub, ...paths] = parsed.positionals;
   if (parsed.values.help || sub === undefined) {
-    console.log(FS_USAGE);
+    printUsage(FS_USAGE);
     return sub === undefined && !parsed.values.help ? 2 : 0;
   }
   if (!(sub in ARITY)) {
@@ -155,7 +155,7 @@ export async function runInfo(args: string[]): Promise<number> {
     throw new UsageError((error as Error).message, 2);
   }
   if (parsed.values.help) {
-    console.log(INFO_USAGE);
+    printUsage(INFO_USAGE);
     return 0;
   }
   await using client = await connectFromFlags(parsed.values);

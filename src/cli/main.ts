@@ -5,7 +5,7 @@
  */
 
 import { VERSION } from "../version.ts";
-import { UsageError } from "./common.ts";
+import { printUsage, UsageError } from "./common.ts";
 import { parseServeArgs, runServe, SERVE_USAGE } from "./serve.ts";
 import { runExec } from "./exec.ts";
 import { runFs, runInfo } from "./fs_cmd.ts";
@@ -46,7 +46,7 @@ type Command = (args: string[]) => Promise<number>;
 async function serve(args: string[]): Promise<number> {
   const config = parseServeArgs(args);
   if (config === "help") {
-    console.log(SERVE_USAGE);
+    printUsage(SERVE_USAGE);
     return 0;
   }
   return await runServe(config);

@@ -11,7 +11,13 @@ import { createLogger, type LogLevel } from "../log/logger.ts";
 import { serveMcpBridgeHttp, serveMcpBridgeStdio } from "../mcp/bridge_server.ts";
 import type { McpEnvVar, McpServerSpec } from "../mcp/server_spec.ts";
 import { connectFromFlags, CONNECTION_FLAGS } from "./client_args.ts";
-import { parseDuration, parsePositiveInt, terminationSignal, UsageError } from "./common.ts";
+import {
+  parseDuration,
+  parsePositiveInt,
+  printUsage,
+  terminationSignal,
+  UsageError,
+} from "./common.ts";
 
 /** Help text. */
 export const MCP_BRIDGE_USAGE =
@@ -23,7 +29,10 @@ through an exec-server — and exposes it to MCP clients on stdio, or with
 
 Where the server runs (default: here):
   --url <ws://HOST:PORT>       on a WebSocket exec-server
-  --token-file <PATH>          bearer token for --url (absolute path)
+  --token-file <PATH>          bearer token for --url or --remote
+  --remote <URL> --environment-id <ID>
+                               in an environment behind a registry + relay (end-to-end
+                               encrypted; the harness token comes from --token-file)
   --stdio <"CMD ARGS">         on an exec-server spawned with this command
 
 Server:
@@ -71,7 +80,7 @@ export async function runMcpBridge(args: string[]): Promise<number> {
   }
   const flags = parsed.values;
   if (flags.help) {
-    console.log(MCP_BRIDGE_USAGE);
+    printUsage(MCP_BRIDGE_USAGE);
     return 0;
   }
   const [command, ...commandArgs] = parsed.positionals;

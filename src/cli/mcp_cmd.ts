@@ -11,7 +11,13 @@ import { createLogger, type LogLevel } from "../log/logger.ts";
 import { serveExecToolsHttp, serveExecToolsStdio } from "../mcp/tool_serve.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { CONNECTION_FLAGS, connectOptions } from "./client_args.ts";
-import { parseDuration, parsePositiveInt, terminationSignal, UsageError } from "./common.ts";
+import {
+  parseDuration,
+  parsePositiveInt,
+  printUsage,
+  terminationSignal,
+  UsageError,
+} from "./common.ts";
 
 /** Help text. */
 export const MCP_USAGE = `Usage: exec-server mcp [OPTIONS]
@@ -21,11 +27,14 @@ commands and work with files: exec_command, write_stdin, terminate_process,
 read_text_file, write_file, edit_file, create_directory, list_directory,
 search_files, get_file_info, move_file (and list_allowed_directories with
 --root). By default the tools act on this machine through an in-process
-exec-server; with --url or --stdio, on that exec-server's environment.
+exec-server; with --url, --remote or --stdio, on that exec-server's environment.
 
 Backing (default: this machine):
   --url <ws://HOST:PORT>       a WebSocket exec-server
-  --token-file <PATH>          bearer token for --url (absolute path)
+  --token-file <PATH>          bearer token for --url or --remote
+  --remote <URL> --environment-id <ID>
+                               an environment behind a registry + relay (end-to-end
+                               encrypted; the harness token comes from --token-file)
   --stdio <"CMD ARGS">         an exec-server spawned with this command
 
 Options:
@@ -64,7 +73,7 @@ export async function runMcp(args: string[]): Promise<number> {
   }
   const flags = parsed.values;
   if (flags.help) {
-    console.log(MCP_USAGE);
+    printUsage(MCP_USAGE);
     return 0;
   }
   const roots = flags.root ?? [];

@@ -9,7 +9,7 @@ import { createLogger, type LogLevel } from "../log/logger.ts";
 import type { NetworkDecision, NetworkPolicyRequest } from "../proxy/decision.ts";
 import { startNetworkProxyFromFile } from "../proxy/start.ts";
 import { loadNetworkRequirementsFile } from "../proxy/config_file.ts";
-import { parseDuration, printLine, terminationSignal, UsageError } from "./common.ts";
+import { parseDuration, printLine, printUsage, terminationSignal, UsageError } from "./common.ts";
 
 /** Help text. */
 export const PROXY_USAGE = `Usage: exec-server proxy --config FILE [OPTIONS]
@@ -117,7 +117,7 @@ export async function runProxy(args: string[]): Promise<number> {
   }
   const flags = parsed.values;
   if (flags.help) {
-    console.log(PROXY_USAGE);
+    printUsage(PROXY_USAGE);
     return 0;
   }
   if (!flags.config) throw new UsageError("--config FILE is required", 2);

@@ -9,7 +9,7 @@ import { parseArgs } from "node:util";
 import { createLogger, type LogLevel } from "../log/logger.ts";
 import { startRelayServer } from "../relay/server/relay_server.ts";
 import { RelayStore } from "../relay/server/store.ts";
-import { announce, printLine, terminationSignal, UsageError } from "./common.ts";
+import { announce, printLine, printUsage, terminationSignal, UsageError } from "./common.ts";
 import { VERSION } from "../version.ts";
 
 /** Help text. */
@@ -62,7 +62,7 @@ export async function runRelay(args: string[]): Promise<number> {
   }
   const flags = parsed.values;
   if (flags.help) {
-    console.log(RELAY_USAGE);
+    printUsage(RELAY_USAGE);
     return 0;
   }
   const listen = parseListen(flags.listen ?? "http://127.0.0.1:0");

@@ -8,7 +8,7 @@ import { parseArgs } from "node:util";
 import { dirname } from "node:path";
 import { readApiKeyHeader } from "../sidecars/api_key.ts";
 import { DEFAULT_RESPONSES_UPSTREAM, startResponsesProxy } from "../sidecars/responses_proxy.ts";
-import { onTerminationSignal, parsePositiveInt, UsageError } from "./common.ts";
+import { onTerminationSignal, parsePositiveInt, printUsage, UsageError } from "./common.ts";
 
 /** Help text. */
 export const RESPONSES_PROXY_USAGE = `Usage: exec-server responses-proxy [OPTIONS] < API_KEY
@@ -52,7 +52,7 @@ export async function runResponsesProxy(args: string[]): Promise<number> {
   }
   const flags = parsed.values;
   if (flags.help) {
-    console.log(RESPONSES_PROXY_USAGE);
+    printUsage(RESPONSES_PROXY_USAGE);
     return 0;
   }
   const port = flags.port === undefined ? 0 : parsePort(flags.port);

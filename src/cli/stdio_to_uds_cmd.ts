@@ -5,7 +5,7 @@
  */
 
 import { relayStdioToUnixSocket } from "../sidecars/stdio_to_uds.ts";
-import { UsageError } from "./common.ts";
+import { printUsage, UsageError } from "./common.ts";
 
 /** Help text. */
 export const STDIO_TO_UDS_USAGE = `Usage: exec-server stdio-to-uds SOCKET_PATH
@@ -22,7 +22,7 @@ Example (an MCP client that can only launch stdio servers):
 /** Runs `stdio-to-uds`; returns the exit status. */
 export async function runStdioToUds(args: string[]): Promise<number> {
   if (args.includes("--help") || args.includes("-h")) {
-    console.log(STDIO_TO_UDS_USAGE);
+    printUsage(STDIO_TO_UDS_USAGE);
     return 0;
   }
   if (args.length === 0) {
