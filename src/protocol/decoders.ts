@@ -30,6 +30,7 @@ import {
 } from "./decode.ts";
 import { pathUri } from "./path_uri.ts";
 import type {
+  EnvironmentConfigReadParams,
   EnvPolicy,
   FileSystemSandboxContext,
   FsCanonicalizeParams,
@@ -464,6 +465,27 @@ export const fsWalkParams = struct<FsWalkParams>("WalkParams", {
   options: walkOptions,
   sandbox,
 });
+
+const tomlPath: Decoder<string[]> = (v, path) => {
+  const segments = array(string)(v, path);
+  if (segments.length === 0) {
+    throw new DecodeError("TOML paths must contain at least one key segment", path);
+  }
+  return segments;
+};
+
+/** `environmentConfig/read`. */
+export const environmentConfigReadParams: Decoder<EnvironmentConfigReadParams> = (v, path) => {
+  const params = struct<EnvironmentConfigReadParams>("EnvironmentConfigReadParams", {
+    cwd: pathUri,
+    configPaths: array(tomlPath),
+    requirementsPaths: array(tomlPath),
+  })(v, path);
+  if (params.configPaths.length === 0 && params.requirementsPaths.length === 0) {
+    throw new DecodeError("at least one config or requirements path is required", path);
+  }
+  return params;
+};
 
 /** `fs/watchMissing`. */
 export const fsWatchMissingParams = struct<FsWatchMissingParams>("WatchMissingParams", {

@@ -9,6 +9,7 @@ export const Method = {
   Initialize: "initialize",
   EnvironmentInfo: "environment/info",
   EnvironmentStatus: "environment/status",
+  EnvironmentConfigRead: "environmentConfig/read",
   ProcessStart: "process/start",
   ProcessRead: "process/read",
   ProcessWrite: "process/write",
@@ -62,7 +63,7 @@ export function methodFamily(method: string): string {
   if (method.startsWith("http/")) return "http";
   if (method === Method.EnvironmentInfo) return "environment info";
   if (method === Method.EnvironmentStatus) return "environment status";
-  if (method === "environmentConfig/read") return "environment config";
+  if (method === Method.EnvironmentConfigRead) return "environment config";
   if (method.startsWith("capabilit")) return "capability discovery";
   return method;
 }

@@ -141,6 +141,48 @@ export interface EnvironmentStatusResult {
   status: "ready";
 }
 
+/** Params of `environmentConfig/read`. */
+export interface EnvironmentConfigReadParams {
+  /** Where project layers are looked for (absolute path; a `file:` URI on the wire). */
+  cwd: string;
+  /** TOML key paths wanted from the configuration layers. */
+  configPaths: string[][];
+  /** TOML key paths wanted from the requirements layers. */
+  requirementsPaths: string[][];
+}
+
+/** One configuration file, cut down to the requested paths. */
+export interface ConfigLayer {
+  /** Which file, e.g. `user (/home/me/.codex/config.toml)`. */
+  source: string;
+  /** The directory relative paths in it resolve against (`file:` URI). */
+  baseDir: string;
+  /** The selected part, as TOML text. */
+  toml: string;
+}
+
+/** Layers in precedence order (lowest first). */
+export interface ConfigLayerStack {
+  /** The layers holding any requested path. */
+  layers: ConfigLayer[];
+  /** Where the harness inserts cloud-managed layers (after the system ones). */
+  cloudInsertionIndex: number;
+}
+
+/** Result of `environmentConfig/read`. */
+export interface EnvironmentConfigReadResult {
+  /** The user's home directory (`file:` URI). */
+  userHomeDir: string;
+  /** Codex home on the executor (`file:` URI). */
+  codexHomeDir: string;
+  /** The executor's host name. */
+  hostname: string;
+  /** Configuration layers. */
+  config: ConfigLayerStack;
+  /** Requirements layers. */
+  requirements: ConfigLayerStack;
+}
+
 // ---------------------------------------------------------------------------
 // Processes
 

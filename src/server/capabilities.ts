@@ -33,7 +33,7 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     capabilityDiscoverySandbox: false,
     fsWatchMissing: has(Method.FsWatchMissing),
     capabilityDiscoveryV2: false,
-    environmentConfigRead: false,
+    environmentConfigRead: has(Method.EnvironmentConfigRead),
     httpHeaderEnvVars: has(Method.HttpRequest),
     sandboxedFileStreaming: (inputs.sandbox ?? false) && has(Method.FsOpen),
     fileWriteStreaming: has(Method.FsWriteBlock),

@@ -1,12 +1,17 @@
 /**
- * `environment/info` and `environment/status`.
+ * `environment/info`, `environment/status` and `environmentConfig/read`.
  *
  * @module
  */
 
-import { noParams } from "../../protocol/decoders.ts";
+import { environmentConfigReadParams, noParams } from "../../protocol/decoders.ts";
+import { readEnvironmentConfig } from "../../codex_config/layers.ts";
 import { Method } from "../../protocol/methods.ts";
-import type { EnvironmentInfo, EnvironmentStatusResult } from "../../protocol/types.ts";
+import type {
+  EnvironmentConfigReadResult,
+  EnvironmentInfo,
+  EnvironmentStatusResult,
+} from "../../protocol/types.ts";
 import { defineMethod, type MethodTable } from "../handler.ts";
 
 /** Environment methods. */
@@ -18,5 +23,9 @@ export const environmentMethods: MethodTable = {
   [Method.EnvironmentStatus]: defineMethod(
     noParams,
     (): EnvironmentStatusResult => ({ status: "ready" }),
+  ),
+  [Method.EnvironmentConfigRead]: defineMethod(
+    environmentConfigReadParams,
+    (params): Promise<EnvironmentConfigReadResult> => readEnvironmentConfig(params),
   ),
 };
