@@ -193,3 +193,24 @@ Deno.test({
     assertEquals(ours, reference);
   },
 });
+
+Deno.test({
+  name:
+    "codex exec with shell_snapshot_v2 and executor_capability_discovery_v2: the same tool outputs as through the reference",
+  ignore: !ready,
+  async fn() {
+    const turns = (): Turn[] => [
+      { call: "exec_command", cmd: 'cat hello.txt; echo "shell: $0"' },
+      { call: "exec_command", cmd: "export FOO=bar; echo set" },
+      { call: "exec_command", cmd: 'echo "foo=[$FOO]"; type cd | head -1' },
+      { message: "done" },
+    ];
+    const flags = ["--enable", "shell_snapshot_v2", "--enable", "executor_capability_discovery_v2"];
+    const ours = await codexSession("ours", flags, turns);
+    const reference = await codexSession("reference", flags, turns);
+    assertEquals(ours.outputs.length, 3);
+    assertStringIncludes(ours.outputs[0]!, "hello\n");
+    assertStringIncludes(ours.outputs[2]!, "foo=[]");
+    assertEquals(ours, reference);
+  },
+});

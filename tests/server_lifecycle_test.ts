@@ -127,13 +127,13 @@ Deno.test("environment/info describes this machine with file: URIs", async () =>
       "networkProxyLaunch",
       "credentialMasking",
       "capabilityDiscoveryV2",
-      "shellSnapshotV2",
       "windowsMxc",
     ]
   ) {
     assertEquals(info.capabilities[flag], false, flag);
   }
   assertEquals(info.capabilities.environmentConfigRead, true);
+  assertEquals(info.capabilities.shellSnapshotV2, true);
 });
 
 Deno.test("the version constant matches deno.json", async () => {

@@ -66,6 +66,8 @@ import type {
   SandboxPolicyContext,
   SandboxSpecialKind,
   SandboxSpecialPath,
+  ShellSnapshotParams,
+  ShellSpec,
   WindowsSandboxLevel,
 } from "./types.ts";
 
@@ -80,7 +82,7 @@ export interface DecodedProcessStart {
   /** Native absolute path. */
   cwd: string;
   envPolicy?: EnvPolicy | null;
-  shellSnapshot?: unknown;
+  shellSnapshot?: ShellSnapshotParams | null;
   env: Record<string, string>;
   tty: boolean;
   pipeStdin: boolean;
@@ -284,6 +286,23 @@ export const sandboxContext: Decoder<FileSystemSandboxContext> = struct<
 
 const sandbox = optional(sandboxContext);
 
+/** Shells Codex knows; snapshots are refused for any other. */
+const SNAPSHOT_SHELLS = new Set(["bash", "zsh", "sh", "powershell", "pwsh", "cmd"]);
+
+const shellSnapshot: Decoder<ShellSnapshotParams> = (v, path) => {
+  const params = struct<ShellSnapshotParams>("ShellSnapshot", {
+    scopeId: string,
+    shell: struct<ShellSpec>("Shell", { name: string, path: string }),
+  })(v, path);
+  if (!SNAPSHOT_SHELLS.has(params.shell.name.toLowerCase())) {
+    throw new DecodeError(
+      `shell snapshots are unsupported for shell \`${params.shell.name}\``,
+      join(path, "shell.name"),
+    );
+  }
+  return params;
+};
+
 /** `process/start`. */
 export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
   processId: string,
@@ -291,7 +310,7 @@ export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
   argv,
   cwd: pathUri,
   envPolicy: nullable(envPolicy),
-  shellSnapshot: optional(unknownValue),
+  shellSnapshot: nullable(shellSnapshot),
   env: record(string),
   tty: boolean,
   pipeStdin: withDefault(boolean, false),

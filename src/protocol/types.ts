@@ -141,6 +141,22 @@ export interface EnvironmentStatusResult {
   status: "ready";
 }
 
+/** The shell a snapshot is taken of. */
+export interface ShellSpec {
+  /** `bash`, `zsh`, `sh`, `powershell` or `cmd`. */
+  name: string;
+  /** Its absolute path. */
+  path: string;
+}
+
+/** `process/start.shellSnapshot`. */
+export interface ShellSnapshotParams {
+  /** Commands of one scope (a Codex thread) share one snapshot. */
+  scopeId: string;
+  /** The shell. */
+  shell: ShellSpec;
+}
+
 /** Params of `environmentConfig/read`. */
 export interface EnvironmentConfigReadParams {
   /** Where project layers are looked for (absolute path; a `file:` URI on the wire). */
@@ -226,8 +242,12 @@ export interface ProcessStartParams {
   cwd: string;
   /** Derive the environment from the server's (else exactly `env`). */
   envPolicy?: EnvPolicy | null;
-  /** Codex shell snapshot (not supported; ignored). */
-  shellSnapshot?: unknown;
+  /**
+   * Codex's shell snapshot: the login shell's state is captured once per
+   * scope and restored for each `SHELL -lc CMD` of that scope instead of a
+   * login (capability `shellSnapshotV2`).
+   */
+  shellSnapshot?: ShellSnapshotParams | null;
   /** Variables for the child (overlaid last). */
   env: Record<string, string>;
   /** Run on a pseudo-terminal. */

@@ -37,7 +37,7 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     httpHeaderEnvVars: has(Method.HttpRequest),
     sandboxedFileStreaming: (inputs.sandbox ?? false) && has(Method.FsOpen),
     fileWriteStreaming: has(Method.FsWriteBlock),
-    shellSnapshotV2: false,
+    shellSnapshotV2: processes,
     windowsMxc: false,
     linuxSandbox: (inputs.sandbox ?? false) && (processes || has(Method.FsOpen)),
     tty: processes && inputs.tty,

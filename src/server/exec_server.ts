@@ -10,6 +10,7 @@ import { sandboxSupport } from "../sandbox/bwrap.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import type { RequestTracer } from "../log/otel.ts";
+import { ShellSnapshots } from "../process/shell_snapshot.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
@@ -104,6 +105,7 @@ export class ExecServer {
       ),
       managedNetwork: options.managedNetwork ?? null,
       tracer: options.tracer ?? null,
+      shellSnapshots: new ShellSnapshots({ logger }),
       sandboxFs: new SandboxFsGateway(),
     };
   }
@@ -156,6 +158,7 @@ export class ExecServer {
     await Promise.allSettled(connections.map((c) => c.closed));
     await this.#state.sessions.closeAll();
     await this.#state.sandboxFs[Symbol.asyncDispose]();
+    await this.#state.shellSnapshots.close();
   }
 
   /** Same as {@linkcode close}. */

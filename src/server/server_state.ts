@@ -9,6 +9,7 @@
 import type { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import type { Logger } from "../log/logger.ts";
 import type { RequestTracer } from "../log/otel.ts";
+import type { ShellSnapshots } from "../process/shell_snapshot.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import type { MethodTable } from "./handler.ts";
 import type { SessionRegistry } from "./session_registry.ts";
@@ -55,6 +56,8 @@ export interface ServerState {
   readonly environmentInfo: EnvironmentInfo;
   /** Applied to processes started with `enforceManagedNetwork: true`. */
   readonly managedNetwork: ManagedNetworkEnv | null;
+  /** Shell snapshots by scope (`process/start.shellSnapshot`). */
+  readonly shellSnapshots: ShellSnapshots;
   /** Spans per request, when telemetry is on. */
   readonly tracer: RequestTracer | null;
   /** Runs sandboxed `fs/*` requests inside their sandbox. */

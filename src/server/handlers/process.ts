@@ -23,6 +23,8 @@ import {
 import { ErrorCode, internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
 import { ptyBackend } from "../../process/pty/spawn_pty.ts";
 import { signalGroup } from "../../process/signals.ts";
+import type { CaptureLimits } from "../../process/shell_snapshot.ts";
+import { readsEverything } from "../../sandbox/policy.ts";
 import { Method } from "../../protocol/methods.ts";
 import {
   DenialDetector,
@@ -121,6 +123,71 @@ export const defaultStarter: ChildStarter = (request) => {
   return { child, tty: false, ...(confined ? { signal: confined, confined } : {}) };
 };
 
+/**
+ * Runs a shell-snapshot capture to completion: its stdout (bounded), or
+ * null when it fails, exits non-zero, says too much or takes too long
+ * (then its whole process group is killed).
+ */
+async function captureOutput(
+  starter: ChildStarter,
+  request: {
+    sandbox: PreparedSandbox | null;
+    argv: string[];
+    cwd: string;
+    env: Record<string, string>;
+  },
+  limits: CaptureLimits,
+): Promise<Uint8Array | null> {
+  let started: StartedChild;
+  try {
+    started = starter({
+      ...request,
+      arg0: null,
+      pipeStdin: false,
+      tty: false,
+      rows: 24,
+      cols: 80,
+    });
+  } catch {
+    return null;
+  }
+  const { child } = started;
+  const kill = () => signalGroup(child.pid, "SIGKILL");
+  const timer = setTimeout(kill, limits.timeoutMs);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let overflow = false;
+  try {
+    // stderr is read and dropped (a closed pipe would kill a chatty profile).
+    const drainErr = (async () => {
+      for await (const _ of child.stderr) { /* dropped */ }
+    })().catch(() => {});
+    for await (const chunk of child.stdout) {
+      size += chunk.byteLength;
+      if (size > limits.maxBytes) {
+        overflow = true;
+        kill();
+        break;
+      }
+      chunks.push(chunk);
+    }
+    await drainErr;
+    const status = await child.status;
+    if (overflow || status.code !== 0) return null;
+    const out = new Uint8Array(size);
+    let at = 0;
+    for (const c of chunks) {
+      out.set(c, at);
+      at += c.byteLength;
+    }
+    return out;
+  } finally {
+    clearTimeout(timer);
+    // Whatever the login shell left running in its group goes with it.
+    kill();
+  }
+}
+
 function readResult(
   session: Session,
   id: string,
@@ -178,7 +245,7 @@ async function read(
 /** Builds the process methods around a child starter. */
 export function processMethods(starter: ChildStarter = defaultStarter): MethodTable {
   return {
-    [Method.ProcessStart]: defineMethod(processStartParams, (p, ctx): ProcessStartResult => {
+    [Method.ProcessStart]: defineMethod(processStartParams, async (p, ctx) => {
       const { session, server } = ctx;
       if (session.hasProcess(p.processId)) {
         throw invalidRequest(`process ${p.processId} already exists`);
@@ -201,11 +268,26 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
         throw error;
       }
+      let argv = p.argv;
+      // A snapshot file lives on the host: used where the sandbox can read it.
+      if (p.shellSnapshot && (!sandbox || readsEverything(sandbox.plan))) {
+        const requestSet = [...Object.keys(p.env), ...Object.keys(p.envPolicy?.set ?? {})];
+        argv = await server.shellSnapshots.commandLine(
+          p.shellSnapshot,
+          p.argv,
+          requestSet,
+          (captureArgv, limits) =>
+            captureOutput(starter, { sandbox, argv: captureArgv, cwd: p.cwd, env }, limits),
+        );
+        if (session.hasProcess(p.processId)) {
+          throw invalidRequest(`process ${p.processId} already exists`);
+        }
+      }
       let started;
       try {
         started = starter({
           sandbox,
-          argv: p.argv,
+          argv,
           cwd: p.cwd,
           env,
           arg0: p.arg0 ?? null,
@@ -249,7 +331,11 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         tty: started.tty,
         sandboxed: sandbox !== null,
       });
-      return { processId: p.processId, sandboxType: sandbox ? LINUX_SANDBOX_TYPE : "none" };
+      const result: ProcessStartResult = {
+        processId: p.processId,
+        sandboxType: sandbox ? LINUX_SANDBOX_TYPE : "none",
+      };
+      return result;
     }),
 
     [Method.ProcessRead]: defineMethod(processReadParams, async (p, ctx) => {
