@@ -30,6 +30,8 @@ import {
 } from "./decode.ts";
 import { pathUri } from "./path_uri.ts";
 import type {
+  CapabilityRootParam,
+  CapabilityRootsDiscoverParams,
   EnvironmentConfigReadParams,
   EnvPolicy,
   FileSystemSandboxContext,
@@ -492,6 +494,20 @@ const tomlPath: Decoder<string[]> = (v, path) => {
   }
   return segments;
 };
+
+/** `capabilityRoots/discoverV1`. */
+export const capabilityRootsDiscoverParams = struct<CapabilityRootsDiscoverParams>(
+  "DiscoverCapabilityRootsParams",
+  {
+    roots: array(
+      struct<Sandboxed<CapabilityRootParam>>("CapabilityRoot", {
+        id: string,
+        path: pathUri,
+        sandbox,
+      }),
+    ),
+  },
+);
 
 /** `environmentConfig/read`. */
 export const environmentConfigReadParams: Decoder<EnvironmentConfigReadParams> = (v, path) => {

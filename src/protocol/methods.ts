@@ -10,6 +10,7 @@ export const Method = {
   EnvironmentInfo: "environment/info",
   EnvironmentStatus: "environment/status",
   EnvironmentConfigRead: "environmentConfig/read",
+  CapabilityRootsDiscoverV1: "capabilityRoots/discoverV1",
   ProcessStart: "process/start",
   ProcessRead: "process/read",
   ProcessWrite: "process/write",

@@ -157,6 +157,72 @@ export interface ShellSnapshotParams {
   shell: ShellSpec;
 }
 
+/** A file returned by capability discovery. */
+export interface CapabilityFile {
+  /** `file:` URI. */
+  path: string;
+  /** Its text. */
+  contents: string;
+}
+
+/** One skill's files. */
+export interface CapabilitySkillFiles {
+  /** `SKILL.md`. */
+  instructions: CapabilityFile;
+  /** `agents/openai.yaml` beside it, when present. */
+  metadata: CapabilityFile | null;
+}
+
+/** A plugin root's files. */
+export interface CapabilityPluginFiles {
+  /** `.codex-plugin/plugin.json`. */
+  manifest: CapabilityFile;
+  /** `.mcp.json`, when present. */
+  mcpConfig: CapabilityFile | null;
+  /** `.app.json`, when present. */
+  appsConfig: CapabilityFile | null;
+}
+
+/** A root to scan. */
+export interface CapabilityRootParam {
+  /** The caller's name for it. */
+  id: string;
+  /** Absolute path (a `file:` URI on the wire). */
+  path: string;
+  /** Scan inside this sandbox. */
+  sandbox?: FileSystemSandboxContext;
+}
+
+/** Params of `capabilityRoots/discoverV1`. */
+export interface CapabilityRootsDiscoverParams {
+  /** The roots. */
+  roots: CapabilityRootParam[];
+}
+
+/** What one root holds. */
+export interface CapabilityRootResult {
+  /** The root's id. */
+  id: string;
+  /** The root (`file:` URI). */
+  path: string;
+  /** The root's own plugin. */
+  plugin: CapabilityPluginFiles | null;
+  /** Every skill in its tree. */
+  skills: CapabilitySkillFiles[];
+  /** Every plugin manifest in its tree. */
+  namespaceManifests: CapabilityFile[];
+  /** What was skipped and why. */
+  warnings: string[];
+  /** Why the root itself could not be scanned. */
+  error: string | null;
+}
+
+/** Result of `capabilityRoots/discoverV1`. */
+export interface CapabilityRootsDiscoverResult {
+  /** One entry per requested root, in order. */
+  roots: CapabilityRootResult[];
+}
+
 /** Params of `environmentConfig/read`. */
 export interface EnvironmentConfigReadParams {
   /** Where project layers are looked for (absolute path; a `file:` URI on the wire). */

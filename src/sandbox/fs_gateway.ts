@@ -57,7 +57,14 @@ function workerCommand(): { argv: string[]; runtime: string[] } {
   runtime.push(denoDir);
   if (entry.protocol === "file:") {
     const root = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
-    runtime.push(root);
+    // Only the program's own files: the rest of a checkout (caches, test
+    // scratch space) stays as hidden as the policy says.
+    for (const name of ["cli.ts", "mod.ts", "src", "deno.json", "deno.lock", "node_modules"]) {
+      try {
+        Deno.statSync(`${root}/${name}`);
+        runtime.push(`${root}/${name}`);
+      } catch { /* not in this layout */ }
+    }
     try {
       Deno.statSync(`${root}/deno.json`);
       flags.push("--config", `${root}/deno.json`);

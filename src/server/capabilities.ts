@@ -30,7 +30,7 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     networkProxyReviewDomains: false,
     credentialMasking: false,
     credentialMaskingCustomProviders: false,
-    capabilityDiscoverySandbox: false,
+    capabilityDiscoverySandbox: (inputs.sandbox ?? false) && has(Method.CapabilityRootsDiscoverV1),
     fsWatchMissing: has(Method.FsWatchMissing),
     capabilityDiscoveryV2: false,
     environmentConfigRead: has(Method.EnvironmentConfigRead),

@@ -20,6 +20,7 @@ import { environmentMethods } from "./handlers/environment.ts";
 import { processMethods } from "./handlers/process.ts";
 import { fsMethods } from "./handlers/fs.ts";
 import { httpMethods } from "./handlers/http.ts";
+import { discoveryMethods } from "./handlers/discovery.ts";
 import type { ManagedNetworkEnv, ResolvedExecServerOptions, ServerState } from "./server_state.ts";
 import { SessionRegistry } from "./session_registry.ts";
 import { ptyAvailability } from "../process/pty/spawn_pty.ts";
@@ -63,7 +64,13 @@ export interface ExecServerOptions {
 
 /** The registered methods. */
 function methodTable(): MethodTable {
-  return { ...environmentMethods, ...processMethods(), ...fsMethods, ...httpMethods };
+  return {
+    ...environmentMethods,
+    ...processMethods(),
+    ...fsMethods,
+    ...httpMethods,
+    ...discoveryMethods,
+  };
 }
 
 /** See the module documentation. */

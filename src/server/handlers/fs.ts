@@ -45,8 +45,8 @@ import type {
 } from "../../protocol/types.ts";
 import { defineMethod, type HandlerContext, type MethodTable } from "../handler.ts";
 import type { SandboxFsGateway } from "../../sandbox/fs_gateway.ts";
-import { requireSandboxSupport } from "../../sandbox/mod.ts";
-import { readsEverything, resolveSandbox, type SandboxPlan } from "../../sandbox/policy.ts";
+import type { SandboxPlan } from "../../sandbox/policy.ts";
+import { planFor } from "./sandbox_plan.ts";
 import { ResourceKey } from "../resource_scope.ts";
 import { RawJson } from "../../jsonrpc/message.ts";
 
@@ -59,35 +59,6 @@ const WATCH = new ResourceKey("fs.watchMissing", (connection) =>
     const params: FsMissingChangedNotification = { watchId };
     connection.notify(ServerNotification.FsMissingChanged, params);
   }));
-
-/** The plan of a request's sandbox; null when it asks for none. */
-function sandboxPlan(sandbox: FileSystemSandboxContext | null | undefined): SandboxPlan | null {
-  if (!sandbox) return null;
-  return resolveSandbox(sandbox, {
-    cwd: sandbox.cwd ?? sandbox.policyContext?.cwd ?? "/",
-    env: Deno.env.toObject(),
-  });
-}
-
-/**
- * The plan a request must run in; null when it may run here: no sandbox,
- * or a read under a policy that lets everything be read (as the reference,
- * which reads in-process then and spawns its helper only for writes and
- * for policies that hide paths).
- */
-function planFor(
-  sandbox: FileSystemSandboxContext | null | undefined,
-  access: "read" | "write",
-): SandboxPlan | null {
-  const plan = sandboxPlan(sandbox);
-  if (!plan || (access === "read" && readsEverything(plan))) return null;
-  try {
-    requireSandboxSupport();
-  } catch (error) {
-    throw internalError((error as Error).message, error);
-  }
-  return plan;
-}
 
 /**
  * Runs `method` inside `sandbox` when it needs one (see
