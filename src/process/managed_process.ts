@@ -437,6 +437,7 @@ export class ManagedProcess {
       this.#kill();
       this.#sink = null;
       this.log.releaseRoom();
+      this.log.dispose();
       for (const reader of this.#readers) reader.cancel().catch(() => {});
       if (this.#stdinState === "open") {
         this.#stdinState = "closed";

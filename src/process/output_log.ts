@@ -4,7 +4,9 @@
  *
  * Retention follows two rules. Events already delivered to a live
  * connection form a history of at most `retainBytes` (and `retainChunks`
- * entries), oldest dropped first, which `process/read` serves. Events not
+ * entries), oldest dropped first, which `process/read` serves; logs sharing
+ * a {@linkcode HistoryBudget} also keep their histories together within
+ * its limit (the oldest logs' histories go first). Events not
  * yet delivered are never dropped; instead, once `maxUndeliveredBytes` of
  * output waits, {@linkcode OutputLog.room} returns a promise the reader of
  * the child's pipes awaits, so the child blocks rather than losing output.
@@ -57,10 +59,57 @@ export type NewProcessEvent =
   | Omit<ExitedEvent, "seq">
   | Omit<ClosedEvent, "seq">;
 
+/**
+ * A limit on the delivered history of many logs together (a server's
+ * processes): past it, the histories of the oldest logs not on hold are
+ * trimmed, so many chatty processes cannot each keep their full
+ * `retainBytes` for as long as they are retained.
+ */
+export class HistoryBudget {
+  #logs = new Set<OutputLog>();
+  #total = 0;
+  #trimming = false;
+
+  /** Creates a budget of `limit` bytes. */
+  constructor(readonly limit: number) {}
+
+  /** Delivered history held by every log together. */
+  get total(): number {
+    return this.#total;
+  }
+
+  /** @internal Adds a log (oldest first). */
+  register(log: OutputLog): void {
+    this.#logs.add(log);
+  }
+
+  /** @internal Removes a log and its history from the total. */
+  unregister(log: OutputLog, history: number): void {
+    if (this.#logs.delete(log)) this.#total -= history;
+  }
+
+  /** @internal Records a change of one log's history, trimming when over. */
+  charge(delta: number): void {
+    this.#total += delta;
+    if (this.#total <= this.limit || this.#trimming) return;
+    this.#trimming = true;
+    try {
+      for (const log of this.#logs) {
+        if (this.#total <= this.limit) break;
+        log.trimHistory(this.#total - this.limit);
+      }
+    } finally {
+      this.#trimming = false;
+    }
+  }
+}
+
 /** Limits of an {@linkcode OutputLog}. */
 export interface OutputLogLimits {
   /** Delivered output kept for `process/read` (bytes). Default 1 MiB. */
   readonly retainBytes?: number;
+  /** A limit shared with other logs (see {@linkcode HistoryBudget}). */
+  readonly budget?: HistoryBudget;
   /** Delivered entries kept. Default 50 000. */
   readonly retainChunks?: number;
   /** Undelivered output after which the producer must wait. Default 1 MiB. */
@@ -93,12 +142,46 @@ export class OutputLog {
   readonly #retainBytes: number;
   readonly #retainChunks: number;
   readonly #maxUndelivered: number;
+  readonly #budget: HistoryBudget | undefined;
+  /** History bytes last reported to the budget. */
+  #charged = 0;
 
   /** Creates an empty log. */
   constructor(limits: OutputLogLimits = {}) {
     this.#retainBytes = limits.retainBytes ?? 1024 * 1024;
     this.#retainChunks = limits.retainChunks ?? 50_000;
     this.#maxUndelivered = limits.maxUndeliveredBytes ?? 1024 * 1024;
+    this.#budget = limits.budget;
+    this.#budget?.register(this);
+  }
+
+  /** Delivered output held for `process/read` (bytes). */
+  get historyBytes(): number {
+    return this.#retainedBytes - this.#undeliveredBytes;
+  }
+
+  #report(): void {
+    if (!this.#budget) return;
+    const now = this.historyBytes;
+    const delta = now - this.#charged;
+    this.#charged = now;
+    if (delta !== 0) this.#budget.charge(delta);
+  }
+
+  /**
+   * Drops up to `bytes` of the oldest delivered history (not while held);
+   * called by the budget.
+   */
+  trimHistory(bytes: number): void {
+    if (this.#hold) return;
+    this.#evict(Math.max(0, this.historyBytes - bytes));
+    this.#report();
+  }
+
+  /** Leaves the budget (the process is gone). */
+  dispose(): void {
+    this.#budget?.unregister(this, this.#charged);
+    this.#charged = 0;
   }
 
   /** The next `seq` that will be assigned. */
@@ -129,6 +212,7 @@ export class OutputLog {
     this.#retainedBytes += size;
     this.#undeliveredBytes += size;
     this.#evict();
+    this.#report();
     const changed = this.#changed;
     this.#changed = null;
     changed?.resolve();
@@ -149,6 +233,7 @@ export class OutputLog {
     if (!this.#hold) return;
     this.#hold = false;
     this.#evict();
+    this.#report();
     this.#wakeProducer();
   }
 
@@ -185,6 +270,7 @@ export class OutputLog {
     }
     this.#deliveredSeq = seq;
     this.#evict();
+    this.#report();
     this.#wakeProducer();
   }
 
@@ -243,14 +329,18 @@ export class OutputLog {
     return { chunks, nextSeq };
   }
 
-  #evict(): void {
+  /** Drops delivered history beyond the limits (or beyond `maxHistory` bytes). */
+  #evict(maxHistory = Infinity): void {
     if (this.#hold) return;
     const entries = this.#entries;
     while (this.#head < entries.length) {
       const e = entries[this.#head]!;
       if (e.seq > this.#deliveredSeq) break;
       const count = entries.length - this.#head;
-      if (this.#retainedBytes <= this.#retainBytes && count <= this.#retainChunks) break;
+      if (
+        this.#retainedBytes <= this.#retainBytes && count <= this.#retainChunks &&
+        this.historyBytes <= maxHistory
+      ) break;
       this.#retainedBytes -= bytesOf(e);
       // Drop the reference now: the slot is only reclaimed at compaction.
       entries[this.#head] = undefined as unknown as ProcessEvent;

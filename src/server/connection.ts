@@ -138,6 +138,7 @@ export class ServerConnection {
   }
 
   #onRequest(method: string, params: unknown, rpc: RequestContext): unknown {
+    this.#server.trimmer.note();
     if (method === Method.Initialize) return this.#initialize(params);
     const spec = this.#server.methods[method];
     if (!spec) throw methodNotFound(method);
@@ -153,12 +154,19 @@ export class ServerConnection {
         `client must send initialized before using ${methodFamily(method)} methods`,
       );
     }
-    return spec.handle(decoded, {
+    const result = spec.handle(decoded, {
       server: this.#server,
       connection: this,
       session: this.#session!,
       rpc,
     });
+    // Work ends when the answer is ready: that is when its garbage is.
+    if (result instanceof Promise) {
+      const trimmer = this.#server.trimmer;
+      trimmer.begin();
+      result.finally(() => trimmer.end()).catch(() => {});
+    }
+    return result;
   }
 
   #onNotification(method: string): void {

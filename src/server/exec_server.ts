@@ -11,6 +11,8 @@ import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import type { RequestTracer } from "../log/otel.ts";
 import { ShellSnapshots } from "../process/shell_snapshot.ts";
+import { HistoryBudget } from "../process/output_log.ts";
+import { MemoryTrimmer } from "../util/memory_trim.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
@@ -43,6 +45,12 @@ export interface ExecServerOptions {
    * dropped. Default 16 MiB (only chatty processes use it).
    */
   readonly outputHistoryBytes?: number;
+  /**
+   * The histories of all processes together (see `outputHistoryBytes`):
+   * past it the oldest processes' histories are trimmed first. Default
+   * 64 MiB.
+   */
+  readonly outputHistoryBudgetBytes?: number;
   /**
    * PID namespace of sandboxed processes: `isolate` (default) or `inherit`
    * (the reference's `--linux-sandbox-pid-namespace`).
@@ -113,6 +121,8 @@ export class ExecServer {
       managedNetwork: options.managedNetwork ?? null,
       tracer: options.tracer ?? null,
       shellSnapshots: new ShellSnapshots({ logger }),
+      trimmer: new MemoryTrimmer(),
+      historyBudget: new HistoryBudget(options.outputHistoryBudgetBytes ?? 64 * 1024 * 1024),
       sandboxFs: new SandboxFsGateway(),
     };
   }
@@ -154,7 +164,10 @@ export class ExecServer {
     }
     const served = new ServerConnection(this.#state, connection, { onDisconnect });
     this.#connections.add(served);
-    return served.closed.finally(() => this.#connections.delete(served));
+    return served.closed.finally(() => {
+      this.#connections.delete(served);
+      this.#state.trimmer.note();
+    });
   }
 
   /** Closes every connection and kills every session's processes. */
@@ -166,6 +179,7 @@ export class ExecServer {
     await this.#state.sessions.closeAll();
     await this.#state.sandboxFs[Symbol.asyncDispose]();
     await this.#state.shellSnapshots.close();
+    await this.#state.trimmer.close();
   }
 
   /** Same as {@linkcode close}. */

@@ -10,6 +10,8 @@ import type { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import type { Logger } from "../log/logger.ts";
 import type { RequestTracer } from "../log/otel.ts";
 import type { ShellSnapshots } from "../process/shell_snapshot.ts";
+import type { HistoryBudget } from "../process/output_log.ts";
+import type { MemoryTrimmer } from "../util/memory_trim.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import type { MethodTable } from "./handler.ts";
 import type { SessionRegistry } from "./session_registry.ts";
@@ -56,6 +58,10 @@ export interface ServerState {
   readonly environmentInfo: EnvironmentInfo;
   /** Applied to processes started with `enforceManagedNetwork: true`. */
   readonly managedNetwork: ManagedNetworkEnv | null;
+  /** Returns freed memory to the OS after bursts of work. */
+  readonly trimmer: MemoryTrimmer;
+  /** The output history all processes share. */
+  readonly historyBudget: HistoryBudget;
   /** Shell snapshots by scope (`process/start.shellSnapshot`). */
   readonly shellSnapshots: ShellSnapshots;
   /** Spans per request, when telemetry is on. */

@@ -317,6 +317,7 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
           retainBytes: ctx.connection.disconnectPolicy === "detach"
             ? server.options.outputHistoryBytes
             : 1024 * 1024,
+          budget: server.historyBudget,
         },
         ...(started.signal ? { signal: started.signal } : {}),
         ...(started.terminal ? { terminal: started.terminal } : {}),
@@ -324,6 +325,8 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         ...(sandbox ? { denial: new DenialDetector() } : {}),
       });
       session.addProcess(process);
+      // Its pipes' buffers are freed when it ends: give them back then.
+      process.finished.then(() => server.trimmer.note());
       server.logger.debug("process.started", {
         sessionId: session.id,
         processId: p.processId,
