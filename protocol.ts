@@ -1,0 +1,68 @@
+/**
+ * The exec-server wire protocol: method and notification names, error
+ * codes, every params/result type, `file:` URI helpers, and the JSON-RPC
+ * core (connections, peer, framing) the server, client and relay share.
+ *
+ * @example Name a method and build its params
+ * ```ts
+ * import { Method, type ProcessStartParams, toPathUri } from "./protocol.ts";
+ *
+ * const params: ProcessStartParams = {
+ *   processId: "p1",
+ *   argv: ["echo", "hi"],
+ *   cwd: toPathUri("/tmp"),
+ *   env: {},
+ *   tty: false,
+ * };
+ * console.log(Method.ProcessStart, params.argv);
+ * ```
+ *
+ * @module
+ */
+
+export { ClientNotification, Method, ServerNotification } from "./src/protocol/methods.ts";
+export { ErrorCode } from "./src/protocol/errors.ts";
+export { pathToUri, toPathUri } from "./src/protocol/path_uri.ts";
+export type * from "./src/protocol/types.ts";
+
+export type { CloseInfo, Connection } from "./src/jsonrpc/connection.ts";
+export { ndjsonConnection, type NdjsonOptions } from "./src/jsonrpc/ndjson.ts";
+export {
+  webSocketConnection,
+  type WebSocketConnectionOptions,
+} from "./src/jsonrpc/websocket/adapter.ts";
+export {
+  connectWebSocket,
+  type ConnectWebSocketOptions,
+  WebSocketHandshakeError,
+  type WebSocketLimits,
+} from "./src/jsonrpc/websocket/handshake.ts";
+export {
+  type WebSocketChannel,
+  type WebSocketChannelOptions,
+  type WebSocketCloseInfo,
+  type WebSocketMessage,
+} from "./src/jsonrpc/websocket/channel.ts";
+export {
+  type CallOptions,
+  type NotificationHandler,
+  type RequestContext,
+  type RequestHandler,
+  RpcPeer,
+  type RpcPeerOptions,
+} from "./src/jsonrpc/peer.ts";
+export { ConnectionClosedError, JsonRpcCode, RpcError } from "./src/jsonrpc/errors.ts";
+export type {
+  IncomingMessage,
+  JsonRpcErrorObject,
+  JsonRpcFailure,
+  JsonRpcMessage,
+  JsonRpcNotification,
+  JsonRpcRequest,
+  JsonRpcSuccess,
+  MalformedMessage,
+  RequestId,
+  TraceContext,
+} from "./src/jsonrpc/message.ts";
+export type { StrictJsonLimits } from "./src/jsonrpc/strict_json.ts";
+export type { Framing } from "./src/jsonrpc/output_sink.ts";

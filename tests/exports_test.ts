@@ -1,0 +1,72 @@
+import { assert, assertEquals } from "./helpers/assert.ts";
+import { ROOT } from "./helpers/wire_client.ts";
+
+interface GraphModule {
+  specifier: string;
+  size?: number;
+  dependencies?: Array<{ code?: { specifier: string }; isDynamic?: boolean }>;
+  npmPackage?: string;
+}
+
+/** What importing `entry` loads: modules reached by static imports only. */
+async function staticGraph(entry: string): Promise<{ modules: string[]; bytes: number }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", "--config", `${ROOT}deno.json`, `${ROOT}${entry}`],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assertEquals(out.code, 0, new TextDecoder().decode(out.stderr));
+  const graph = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+    roots: string[];
+    modules: GraphModule[];
+    redirects?: Record<string, string>;
+  };
+  const bySpecifier = new Map(graph.modules.map((m) => [m.specifier, m]));
+  const seen = new Set<string>();
+  const stack = [...graph.roots];
+  let bytes = 0;
+  while (stack.length > 0) {
+    const raw = stack.pop()!;
+    const s = graph.redirects?.[raw] ?? raw;
+    if (seen.has(s)) continue;
+    seen.add(s);
+    const m = bySpecifier.get(s);
+    bytes += m?.size ?? 0;
+    for (const d of m?.dependencies ?? []) {
+      if (!d.isDynamic && d.code?.specifier) stack.push(d.code.specifier);
+    }
+  }
+  return { modules: [...seen], bytes };
+}
+
+Deno.test("exports: every subpath entry exists with a module doc", async () => {
+  const config = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`));
+  assertEquals(Object.keys(config.exports).sort(), [
+    ".",
+    "./cli",
+    "./client",
+    "./mcp",
+    "./protocol",
+    "./proxy",
+    "./relay",
+    "./server",
+    "./sidecars",
+  ]);
+  for (const [name, file] of Object.entries(config.exports as Record<string, string>)) {
+    const text = await Deno.readTextFile(`${ROOT}${file}`);
+    assert(text.includes("@module"), `${name} has a module doc`);
+  }
+});
+
+Deno.test("exports: the client loads no server, proxy, MCP or TOML code", async () => {
+  const client = await staticGraph("client.ts");
+  const forbidden = /modelcontextprotocol|zod|x509|smol-toml|\/src\/(server|proxy|mcp|sidecars)\//;
+  const bad = client.modules.filter((m) => forbidden.test(m));
+  assertEquals(bad, [], "the client must not load these");
+  assert(!client.modules.some((m) => m.startsWith("npm:")), "no npm package at import time");
+  const all = await staticGraph("mod.ts");
+  assert(
+    client.modules.length < all.modules.length / 2,
+    `${client.modules.length} vs ${all.modules.length}`,
+  );
+});
