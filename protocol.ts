@@ -30,19 +30,19 @@ export { ndjsonConnection, type NdjsonOptions } from "./src/jsonrpc/ndjson.ts";
 export {
   webSocketConnection,
   type WebSocketConnectionOptions,
-} from "./src/jsonrpc/websocket/adapter.ts";
+} from "./src/jsonrpc/websocket_adapter.ts";
 export {
   connectWebSocket,
   type ConnectWebSocketOptions,
   WebSocketHandshakeError,
   type WebSocketLimits,
-} from "./src/jsonrpc/websocket/handshake.ts";
+} from "./src/websocket/handshake.ts";
 export {
   type WebSocketChannel,
   type WebSocketChannelOptions,
   type WebSocketCloseInfo,
   type WebSocketMessage,
-} from "./src/jsonrpc/websocket/channel.ts";
+} from "./src/websocket/channel.ts";
 export {
   type CallOptions,
   type NotificationHandler,

@@ -18,7 +18,7 @@ export {
   RendezvousError,
   type RendezvousProvider,
   rendezvousTransport,
-} from "./src/relay/harness.ts";
+} from "./src/client/rendezvous.ts";
 export { RemoteExecutor, type RemoteExecutorOptions } from "./src/relay/executor.ts";
 export {
   type RelayServer,

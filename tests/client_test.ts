@@ -4,9 +4,9 @@ import { connect, type ConnectOptions, ExecServerClient } from "../src/client/cl
 import type { RemoteProcessEvent } from "../src/client/process.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
-import { connectWebSocket } from "../src/jsonrpc/websocket/handshake.ts";
-import { webSocketConnection } from "../src/jsonrpc/websocket/adapter.ts";
-import type { WebSocketChannel } from "../src/jsonrpc/websocket/channel.ts";
+import { connectWebSocket } from "../src/websocket/handshake.ts";
+import { webSocketConnection } from "../src/jsonrpc/websocket_adapter.ts";
+import type { WebSocketChannel } from "../src/websocket/channel.ts";
 import { ConnectionClosedError } from "../src/jsonrpc/errors.ts";
 import { delay } from "../src/util/async.ts";
 

@@ -70,3 +70,55 @@ Deno.test("exports: the client loads no server, proxy, MCP or TOML code", async 
     `${client.modules.length} vs ${all.modules.length}`,
   );
 });
+
+Deno.test("architecture: no import cycles, and dependencies point inward", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", "--config", `${ROOT}deno.json`, `${ROOT}mod.ts`],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  const graph = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+    modules: Array<{
+      specifier: string;
+      dependencies?: Array<{ code?: { specifier: string }; type?: { specifier: string } }>;
+    }>;
+  };
+  const src = `file://${ROOT}src/`;
+  const edges = new Map<string, string[]>();
+  for (const m of graph.modules) {
+    if (!m.specifier.startsWith(src)) continue;
+    const deps = (m.dependencies ?? []).flatMap((d) => [d.code?.specifier, d.type?.specifier])
+      .filter((s): s is string => s !== undefined && s.startsWith(src));
+    edges.set(m.specifier.slice(src.length), [...new Set(deps)].map((s) => s.slice(src.length)));
+  }
+  // Cycles (type-only imports included): depth-first search with colours.
+  const state = new Map<string, "open" | "done">();
+  const cycles: string[] = [];
+  const visit = (node: string, path: string[]) => {
+    state.set(node, "open");
+    for (const next of edges.get(node) ?? []) {
+      if (state.get(next) === "open") cycles.push([...path, node, next].join(" → "));
+      else if (!state.has(next)) visit(next, [...path, node]);
+    }
+    state.set(node, "done");
+  };
+  for (const node of edges.keys()) if (!state.has(node)) visit(node, []);
+  assertEquals(cycles, []);
+  // Layers that must not know the ones above them.
+  const forbidden: Array<[string, RegExp]> = [
+    ["websocket/", /^(jsonrpc|server|client|relay)\//],
+    ["jsonrpc/", /^(server|client|relay|process|fs|http|mcp|proxy)\//],
+    ["relay/", /^client\//],
+    ["server/handler.ts", /^server\/connection\.ts$/],
+    ["util/", /^(server|client|relay|jsonrpc|mcp|proxy)\//],
+    ["protocol/", /^(server|client|relay)\//],
+  ];
+  const upward: string[] = [];
+  for (const [from, deps] of edges) {
+    for (const [prefix, bad] of forbidden) {
+      if (!from.startsWith(prefix)) continue;
+      for (const d of deps) if (bad.test(d)) upward.push(`${from} → ${d}`);
+    }
+  }
+  assertEquals(upward, []);
+});

@@ -2,10 +2,10 @@ import { assert, assertEquals } from "./helpers/assert.ts";
 import { eventually, isDead, memoryLogger } from "./helpers/wire_client.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
-import { connectWebSocket } from "../src/jsonrpc/websocket/handshake.ts";
-import { webSocketConnection } from "../src/jsonrpc/websocket/adapter.ts";
+import { connectWebSocket } from "../src/websocket/handshake.ts";
+import { webSocketConnection } from "../src/jsonrpc/websocket_adapter.ts";
 import { RpcPeer } from "../src/jsonrpc/peer.ts";
-import type { WebSocketChannel } from "../src/jsonrpc/websocket/channel.ts";
+import type { WebSocketChannel } from "../src/websocket/channel.ts";
 import { delay } from "../src/util/async.ts";
 
 interface Output {

@@ -7,7 +7,7 @@
 import { nullLogger } from "../src/log/logger.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
-import { isValidCloseCode, truncateUtf8 } from "../src/jsonrpc/websocket/channel.ts";
+import { isValidCloseCode, truncateUtf8 } from "../src/websocket/channel.ts";
 import { assert, assertEquals } from "./helpers/assert.ts";
 
 const encoder = new TextEncoder();

@@ -2,9 +2,9 @@ import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts"
 import { concat, memoryLogger, webSocketClient } from "./helpers/wire_client.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
-import type { WebSocketLimits } from "../src/jsonrpc/websocket/handshake.ts";
-import { connectWebSocket } from "../src/jsonrpc/websocket/handshake.ts";
-import { webSocketConnection } from "../src/jsonrpc/websocket/adapter.ts";
+import type { WebSocketLimits } from "../src/websocket/handshake.ts";
+import { connectWebSocket } from "../src/websocket/handshake.ts";
+import { webSocketConnection } from "../src/jsonrpc/websocket_adapter.ts";
 import { RpcPeer } from "../src/jsonrpc/peer.ts";
 import {
   applyMask,
@@ -14,7 +14,7 @@ import {
   FrameParser,
   Opcode,
   recyclePayload,
-} from "../src/jsonrpc/websocket/frame.ts";
+} from "../src/websocket/frame.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { delay } from "../src/util/async.ts";
 

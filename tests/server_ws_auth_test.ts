@@ -3,7 +3,7 @@ import { memoryLogger } from "./helpers/wire_client.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { sha256, signJwt, verifyJwt, type WebSocketAuth } from "../src/server/ws_auth.ts";
-import { connectWebSocket, WebSocketHandshakeError } from "../src/jsonrpc/websocket/handshake.ts";
+import { connectWebSocket, WebSocketHandshakeError } from "../src/websocket/handshake.ts";
 
 const TOKEN = "mytoken123-very-secret";
 const SECRET = new TextEncoder().encode("0123456789abcdef0123456789abcdef01234567");

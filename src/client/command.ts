@@ -4,8 +4,14 @@
  * @module
  */
 
-import type { ExecServerClient, SpawnOptions } from "./client.ts";
+import type { SpawnOptions } from "./spawn_options.ts";
 import type { RemoteProcess, RemoteStatus } from "./process.ts";
+
+/** What a command needs of its client: starting processes. */
+export interface ProcessSpawner {
+  /** Starts `argv` (see `ExecServerClient.spawn`). */
+  spawn(argv: readonly string[], options?: SpawnOptions): Promise<RemoteProcess>;
+}
 
 /** Options of a remote command (arguments plus spawn options). */
 export interface RemoteCommandOptions extends SpawnOptions {
@@ -23,12 +29,12 @@ export interface RemoteCommandOutput extends RemoteStatus {
 
 /** See the module documentation. */
 export class RemoteCommand {
-  #client: ExecServerClient;
+  #client: ProcessSpawner;
   #program: string;
   #options: RemoteCommandOptions;
 
   /** Use `client.command(program, options)`. */
-  constructor(client: ExecServerClient, program: string, options: RemoteCommandOptions) {
+  constructor(client: ProcessSpawner, program: string, options: RemoteCommandOptions) {
     this.#client = client;
     this.#program = program;
     this.#options = options;

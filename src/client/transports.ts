@@ -8,12 +8,8 @@
 
 import type { Connection } from "../jsonrpc/connection.ts";
 import { ndjsonConnection } from "../jsonrpc/ndjson.ts";
-import { webSocketConnection } from "../jsonrpc/websocket/adapter.ts";
-import {
-  connectWebSocket,
-  redactUrl,
-  type WebSocketLimits,
-} from "../jsonrpc/websocket/handshake.ts";
+import { webSocketConnection } from "../jsonrpc/websocket_adapter.ts";
+import { connectWebSocket, redactUrl, type WebSocketLimits } from "../websocket/handshake.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import { signalGroup } from "../process/signals.ts";
 import { delay, settleWithin } from "../util/async.ts";

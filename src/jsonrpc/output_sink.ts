@@ -17,27 +17,9 @@
  */
 
 import { encodeMessageParts, type JsonRpcMessage } from "./message.ts";
+import type { Framing } from "../util/framing.ts";
 
-/** How messages are delimited on a transport. */
-export interface Framing {
-  /** Bytes of header before a payload of `length` bytes. */
-  headerSize(length: number): number;
-  /**
-   * Writes the header ending right before `out[payloadOffset]` for a payload
-   * of `length` bytes already in place (and may transform the payload, e.g.
-   * mask it).
-   */
-  seal(out: Uint8Array, payloadOffset: number, length: number): void;
-  /** Bytes after each payload (e.g. a newline); may be empty. */
-  readonly trailer: Uint8Array;
-  /**
-   * Frames a payload the fast path cannot (too large for one frame, or not
-   * ASCII): returns the complete bytes for it.
-   */
-  frameSlow(text: string): Uint8Array;
-  /** Largest payload the fast path may frame in one piece. */
-  readonly maxFastPayload: number;
-}
+export type { Framing } from "../util/framing.ts";
 
 /** Options for {@linkcode createOutputSink}. */
 export interface OutputSinkOptions {

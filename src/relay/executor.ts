@@ -18,8 +18,8 @@
  * @module
  */
 
-import { connectWebSocket, WebSocketHandshakeError } from "../jsonrpc/websocket/handshake.ts";
-import type { WebSocketChannel } from "../jsonrpc/websocket/channel.ts";
+import { connectWebSocket, WebSocketHandshakeError } from "../websocket/handshake.ts";
+import type { WebSocketChannel } from "../websocket/channel.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import type { HandshakeState } from "../noise/handshake.ts";
 import {

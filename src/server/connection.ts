@@ -18,14 +18,16 @@ import type { ServerState } from "./server_state.ts";
 import { ResourceScope } from "./resource_scope.ts";
 import { settleWithin } from "../util/async.ts";
 import type { Session, SessionAttachment } from "./session.ts";
+import type { DisconnectPolicy, MethodTable } from "./handler.ts";
 
-/** What a connection's end does to its session. */
-export type DisconnectPolicy = "terminate" | "detach";
+export type { DisconnectPolicy };
 
 /** Options for {@linkcode ServerConnection}. */
 export interface ServerConnectionOptions {
   /** `terminate` (stdio) or `detach` (WebSocket, resumable). */
   readonly onDisconnect: DisconnectPolicy;
+  /** The methods it serves. */
+  readonly methods: MethodTable;
 }
 
 const DRAIN_TIMEOUT_MS = 2000;
@@ -140,7 +142,7 @@ export class ServerConnection {
   #onRequest(method: string, params: unknown, rpc: RequestContext): unknown {
     this.#server.trimmer.note();
     if (method === Method.Initialize) return this.#initialize(params);
-    const spec = this.#server.methods[method];
+    const spec = this.#options.methods[method];
     if (!spec) throw methodNotFound(method);
     // Like the reference: params are validated before the handshake gate.
     const decoded = decodeParams(spec.decode, params);

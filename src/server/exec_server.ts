@@ -84,6 +84,7 @@ function methodTable(): MethodTable {
 /** See the module documentation. */
 export class ExecServer {
   #state: ServerState;
+  #methods: MethodTable;
   #connections = new Set<ServerConnection>();
   #closed = false;
 
@@ -100,11 +101,11 @@ export class ExecServer {
     // A library logs nothing unless given a logger (the CLI passes one).
     const logger = options.logger ?? nullLogger;
     const methods = methodTable();
+    this.#methods = methods;
     const sandbox = sandboxSupport();
     this.#state = {
       options: resolved,
       logger,
-      methods,
       sessions: new SessionRegistry(
         { processRetentionMs: resolved.processRetentionMs, sessionTtlMs: resolved.sessionTtlMs },
         logger,
@@ -162,7 +163,10 @@ export class ExecServer {
       connection.close("server is shutting down");
       return Promise.resolve({ reason: "server is shutting down" });
     }
-    const served = new ServerConnection(this.#state, connection, { onDisconnect });
+    const served = new ServerConnection(this.#state, connection, {
+      onDisconnect,
+      methods: this.#methods,
+    });
     this.#connections.add(served);
     return served.closed.finally(() => {
       this.#connections.delete(served);

@@ -8,16 +8,27 @@
 
 import type { RequestContext } from "../jsonrpc/peer.ts";
 import type { Decoder } from "../protocol/decode.ts";
-import type { ServerConnection } from "./connection.ts";
+import type { ResourceScope } from "./resource_scope.ts";
 import type { ServerState } from "./server_state.ts";
 import type { Session } from "./session.ts";
+
+/** What happens to a session's processes when its connection drops. */
+export type DisconnectPolicy = "terminate" | "detach";
+
+/** What a handler may use of its connection (not the transport). */
+export interface HandlerConnection {
+  /** Per-connection state (file handles, HTTP streams, watches) and notifications. */
+  readonly resources: ResourceScope;
+  /** Whether the session outlives the connection. */
+  readonly disconnectPolicy: DisconnectPolicy;
+}
 
 /** Everything a handler may use. */
 export interface HandlerContext {
   /** The server (options, logger, environment). */
   readonly server: ServerState;
   /** The connection's own state (file handles, HTTP streams, watch). */
-  readonly connection: ServerConnection;
+  readonly connection: HandlerConnection;
   /** The session the connection is attached to. */
   readonly session: Session;
   /** The request (signal, `idle` for long waits). */

@@ -16,12 +16,8 @@
  */
 
 import type { Logger } from "../log/logger.ts";
-import { webSocketConnection } from "../jsonrpc/websocket/adapter.ts";
-import {
-  acceptWebSocket,
-  upgradeProblem,
-  type WebSocketLimits,
-} from "../jsonrpc/websocket/handshake.ts";
+import { webSocketConnection } from "../jsonrpc/websocket_adapter.ts";
+import { acceptWebSocket, upgradeProblem, type WebSocketLimits } from "../websocket/handshake.ts";
 import { encodeResponse, HttpHeadError, readHead } from "../util/http1.ts";
 import type { ExecServer } from "./exec_server.ts";
 import { checkWebSocketAuth, type WebSocketAuth } from "./ws_auth.ts";

@@ -13,7 +13,6 @@ import type { ShellSnapshots } from "../process/shell_snapshot.ts";
 import type { HistoryBudget } from "../process/output_log.ts";
 import type { MemoryTrimmer } from "../util/memory_trim.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
-import type { MethodTable } from "./handler.ts";
 import type { SessionRegistry } from "./session_registry.ts";
 
 /** What the server needs of an egress proxy: rewriting a child's environment. */
@@ -52,8 +51,6 @@ export interface ServerState {
   readonly logger: Logger;
   /** Live sessions. */
   readonly sessions: SessionRegistry;
-  /** Every method. */
-  readonly methods: MethodTable;
   /** What `environment/info` answers. */
   readonly environmentInfo: EnvironmentInfo;
   /** Applied to processes started with `enforceManagedNetwork: true`. */

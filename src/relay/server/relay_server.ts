@@ -11,7 +11,7 @@
  * @module
  */
 
-import { acceptWebSocket, upgradeProblem } from "../../jsonrpc/websocket/handshake.ts";
+import { acceptWebSocket, upgradeProblem } from "../../websocket/handshake.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import { encodeResponse, HttpHeadError, readHead } from "../../util/http1.ts";
 import { RELAY_WEBSOCKET_MAX } from "../executor.ts";

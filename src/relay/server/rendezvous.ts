@@ -16,8 +16,8 @@
  * @module
  */
 
-import type { WebSocketChannel } from "../../jsonrpc/websocket/channel.ts";
-import { recyclePayload } from "../../jsonrpc/websocket/frame.ts";
+import type { WebSocketChannel } from "../../websocket/channel.ts";
+import { recyclePayload } from "../../websocket/frame.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import {
   decodeRelayFrame,

@@ -21,8 +21,8 @@ import {
   Opcode,
   WebSocketProtocolError,
 } from "./frame.ts";
-import type { Framing } from "../output_sink.ts";
-import { strictUtf8Decoder } from "../../util/utf8.ts";
+import type { Framing } from "../util/framing.ts";
+import { strictUtf8Decoder } from "../util/utf8.ts";
 
 /** The duplex byte stream a channel runs over (e.g. a `Deno.Conn`). */
 export interface ByteDuplex {

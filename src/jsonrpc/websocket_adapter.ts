@@ -5,12 +5,12 @@
  * @module
  */
 
-import { closeLatch, type Connection } from "../connection.ts";
-import { decodeMessage, type IncomingMessage } from "../message.ts";
-import { createOutputSink } from "../output_sink.ts";
-import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "../strict_json.ts";
-import type { WebSocketChannel } from "./channel.ts";
-import { strictUtf8Decoder } from "../../util/utf8.ts";
+import { closeLatch, type Connection } from "./connection.ts";
+import { decodeMessage, type IncomingMessage } from "./message.ts";
+import { createOutputSink } from "./output_sink.ts";
+import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
+import type { WebSocketChannel } from "../websocket/channel.ts";
+import { strictUtf8Decoder } from "../util/utf8.ts";
 
 /** Options for {@linkcode webSocketConnection}. */
 export interface WebSocketConnectionOptions {

@@ -9,9 +9,9 @@
  * @module
  */
 
-import type { OpenedTransport } from "../client/transports.ts";
-import { connectWebSocket, WebSocketHandshakeError } from "../jsonrpc/websocket/handshake.ts";
-import type { WebSocketChannel } from "../jsonrpc/websocket/channel.ts";
+import type { OpenedTransport } from "./transports.ts";
+import { connectWebSocket, WebSocketHandshakeError } from "../websocket/handshake.ts";
+import type { WebSocketChannel } from "../websocket/channel.ts";
 import {
   AUTH_REJECTED_PAYLOAD,
   buildPrologue,
@@ -21,11 +21,11 @@ import {
 } from "../noise/hybrid_ik.ts";
 import { RecordCipher } from "../noise/transport.ts";
 import { loadNoiseCrypto } from "../noise/primitives.ts";
-import { decodeRelayFrame, frames, type RelayFrame, relayFrameProblem } from "./frame.ts";
-import { relayLink } from "./relay_link.ts";
-import { RELAY_WEBSOCKET_MAX } from "./executor.ts";
-import { type ConnectBundle, connectHarness } from "./registry_client.ts";
-import { harnessInboundLimit, secureConnection } from "./secure_connection.ts";
+import { decodeRelayFrame, frames, type RelayFrame, relayFrameProblem } from "../relay/frame.ts";
+import { relayLink } from "../relay/relay_link.ts";
+import { RELAY_WEBSOCKET_MAX } from "../relay/executor.ts";
+import { type ConnectBundle, connectHarness } from "../relay/registry_client.ts";
+import { harnessInboundLimit, secureConnection } from "../relay/secure_connection.ts";
 
 /** Where an environment is reached through a relay. */
 export interface RendezvousProvider {
