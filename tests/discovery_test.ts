@@ -156,3 +156,100 @@ Deno.test("capabilityRoots/discoverV1: skills, plugins and limits, as the refere
     await Deno.remove(root, { recursive: true });
   }
 });
+
+/** A Codex home with skills (system, hidden, nested, broken, with metadata) and a plugin. */
+async function codexHome(): Promise<string> {
+  const home = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "discover-home-" });
+  const w = async (path: string, text: string) => {
+    await Deno.mkdir(`${home}/${path}`.replace(/\/[^/]+$/, ""), { recursive: true });
+    await Deno.writeTextFile(`${home}/${path}`, text);
+  };
+  await w("skills/a/SKILL.md", "---\nname: a\ndescription: A skill\n---\nbody\n");
+  await w(
+    "skills/c/SKILL.md",
+    '---\nname: c\ndescription: "quoted: desc"\nmetadata:\n  short-description: sd\n---\n',
+  );
+  await w(
+    "skills/c/agents/openai.yaml",
+    "dependencies:\n  tools:\n    - type: env_var\n      value: FOO\n      description: why\n" +
+      "policy:\n  allow_implicit_invocation: false\n  products: [codex]\n",
+  );
+  await w("skills/.system/sys/SKILL.md", "---\nname: sys\ndescription: system\n---\n");
+  await w("skills/nested/deep/d/SKILL.md", "---\nname: d\ndescription: deep\n---\n");
+  await w("skills/broken/SKILL.md", "no front matter\n");
+  await w(
+    "plugins/cache/mkt/p1/1.0.0/.codex-plugin/plugin.json",
+    '{"name":"p1","version":"1.0.0","skills":"./skills/"}\n',
+  );
+  await w("plugins/cache/mkt/p1/1.0.0/.mcp.json", '{"mcpServers":{}}\n');
+  await w("plugins/cache/mkt/p1/1.0.0/skills/ps/SKILL.md", "---\nname: ps\ndescription: p\n---\n");
+  await w("plugins/cache/mkt/off/1.0.0/.codex-plugin/plugin.json", '{"name":"off"}\n');
+  await w(
+    "config.toml",
+    '[plugins."p1@mkt"]\nenabled = true\n[plugins."off@mkt"]\nenabled = false\n',
+  );
+  return home;
+}
+
+Deno.test("capabilities/discoverV2: the Codex home's skills and enabled plugins, as the reference parses them", async () => {
+  const home = await codexHome();
+  try {
+    const params = [
+      { cwd: `file://${home}` },
+      {
+        cwd: `file://${home}`,
+        sandbox: {
+          permissions: {
+            type: "managed",
+            file_system: {
+              type: "restricted",
+              entries: [{ path: { type: "special", value: { kind: "minimal" } }, access: "read" }],
+            },
+            network: "restricted",
+          },
+          cwd: `file://${home}`,
+          windowsSandboxLevel: "disabled",
+        },
+      },
+      {},
+    ];
+    const run = async (server: ReturnType<typeof spawnStdioServer>) => {
+      await using s = server;
+      await s.client.initialize();
+      const out: Msg[] = [];
+      for (const p of params) {
+        const m = await s.client.call("capabilities/discoverV2", p);
+        out.push("result" in m ? { result: m.result } : { error: m.error });
+      }
+      return out;
+    };
+    const env = { CODEX_HOME: home };
+    const ours = await run(spawnStdioServer(["serve", "--listen", "stdio"], env));
+    const found = ours[0]!.result;
+    assertEquals(found.skills.map((s: Msg) => s.name), ["sys", "a", "c", "d"]);
+    assertEquals(found.warnings, [
+      "some capability metadata could not be loaded; discovery may be incomplete",
+    ]);
+    assertEquals(found.skills[2].shortDescription, "sd");
+    assertEquals(found.skills[2].policy, { allowImplicitInvocation: false, products: ["codex"] });
+    assertEquals(found.skills[2].dependencies.tools[0].value, "FOO");
+    assertEquals(found.plugins.map((p: Msg) => [p.id, p.skills.map((s: Msg) => s.name)]), [
+      ["off@mkt", []],
+      ["p1@mkt", ["p1:ps"]],
+    ]);
+    if (sandboxSupport().available) {
+      assertEquals(
+        ours[1]!.result,
+        { plugins: [], skills: [], warnings: [] },
+        "hidden by the sandbox",
+      );
+    }
+    assertEquals(ours[2]!.error, { code: -32602, message: "missing field `cwd`" });
+    const ref = referenceBin();
+    if (!ref) return;
+    const theirs = await run(spawnCommandServer(ref, ["exec-server", "--listen", "stdio"], env));
+    for (const [i, a] of ours.entries()) assertEquals(a, theirs[i], `request ${i}`);
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});

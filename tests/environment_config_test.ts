@@ -120,10 +120,9 @@ Deno.test("environmentConfig/read: Codex's config layers, cut to the requested p
       `failed to load executor-local config: Error parsing project config file ${root}/bad/.codex/config.toml: TOML parse error at line 1, column `,
     );
     const loose = JSON.stringify(ours[11]);
-    assert(
-      loose.includes("loose]") && !loose.includes("loosesub"),
-      "no repository: no trust below",
-    );
+    // Whether `loose` itself is read depends on the repository around the
+    // scratch directory; its sub-directory is never trusted (no repository).
+    assert(!loose.includes("loosesub"), "no repository: no trust below");
     assertEquals(ours.slice(7, 11).map((a) => a.error?.message), [
       "at least one config or requirements path is required",
       "TOML paths must contain at least one key segment",

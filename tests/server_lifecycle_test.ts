@@ -125,8 +125,9 @@ Deno.test("environment/info describes this machine with file: URIs", async () =>
   for (
     const flag of [
       "networkProxyLaunch",
+      "networkProxyReviewDomains",
       "credentialMasking",
-      "capabilityDiscoveryV2",
+      "credentialMaskingCustomProviders",
       "windowsMxc",
     ]
   ) {
@@ -134,6 +135,8 @@ Deno.test("environment/info describes this machine with file: URIs", async () =>
   }
   assertEquals(info.capabilities.environmentConfigRead, true);
   assertEquals(info.capabilities.shellSnapshotV2, true);
+  assertEquals(info.capabilities.capabilityDiscoveryV2, true);
+  assertEquals(info.capabilities.capabilityDiscoverySandbox, sandbox.available);
 });
 
 Deno.test("the version constant matches deno.json", async () => {

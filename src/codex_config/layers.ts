@@ -7,8 +7,9 @@
  * 2. `user ($CODEX_HOME/config.toml)` (`~/.codex` without `CODEX_HOME`);
  * 3. `project (DIR/.codex/config.toml)` for every directory from the
  *    project root (the nearest ancestor of `cwd` holding a root marker,
- *    `.git` unless `project_root_markers` says otherwise; `cwd` itself when
- *    there is none) down to `cwd`, when DIR is trusted: the user
+ *    `.git` unless `project_root_markers` says otherwise — a `.git` counts
+ *    when it is a file or a directory with a `HEAD`; `cwd` itself when there
+ *    is none) down to `cwd`, when DIR is trusted: the user
  *    configuration's `[projects."DIR"]`, or else that of the git repository
  *    DIR is in, has `trust_level = "trusted"`;
  * 4. `legacy managed_config.toml (/etc/codex/managed_config.toml)`.
@@ -168,9 +169,23 @@ function join(dir: string, name: string): string {
 /** The nearest ancestor of `dir` (inclusive) holding one of `markers`. */
 async function projectRoot(dir: string, markers: readonly string[]): Promise<string | null> {
   for (const d of ancestors(dir)) {
-    for (const marker of markers) if (await exists(join(d, marker))) return d;
+    for (const marker of markers) {
+      // `.git` counts only as a repository would (a file, or a directory
+      // with a HEAD): an empty `.git` directory marks nothing.
+      if (marker === ".git" ? await isRepository(d) : await exists(join(d, marker))) return d;
+    }
   }
   return null;
+}
+
+/** Whether `dir/.git` is a repository's: a file (worktree, submodule) or a directory with a HEAD. */
+async function isRepository(dir: string): Promise<boolean> {
+  try {
+    const info = await Deno.lstat(join(dir, ".git"));
+    return info.isDirectory ? await exists(join(dir, ".git/HEAD")) : true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -30,6 +30,7 @@ import {
 } from "./decode.ts";
 import { pathUri } from "./path_uri.ts";
 import type {
+  CapabilitiesDiscoverParams,
   CapabilityRootParam,
   CapabilityRootsDiscoverParams,
   EnvironmentConfigReadParams,
@@ -507,6 +508,12 @@ export const capabilityRootsDiscoverParams = struct<CapabilityRootsDiscoverParam
       }),
     ),
   },
+);
+
+/** `capabilities/discoverV2`. */
+export const capabilitiesDiscoverParams = struct<Sandboxed<CapabilitiesDiscoverParams>>(
+  "DiscoverCapabilitiesParams",
+  { cwd: pathUri, sandbox },
 );
 
 /** `environmentConfig/read`. */

@@ -11,6 +11,7 @@ export const Method = {
   EnvironmentStatus: "environment/status",
   EnvironmentConfigRead: "environmentConfig/read",
   CapabilityRootsDiscoverV1: "capabilityRoots/discoverV1",
+  CapabilitiesDiscoverV2: "capabilities/discoverV2",
   ProcessStart: "process/start",
   ProcessRead: "process/read",
   ProcessWrite: "process/write",

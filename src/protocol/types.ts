@@ -223,6 +223,92 @@ export interface CapabilityRootsDiscoverResult {
   roots: CapabilityRootResult[];
 }
 
+/** Params of `capabilities/discoverV2`. */
+export interface CapabilitiesDiscoverParams {
+  /** The harness's working directory (absolute; a `file:` URI on the wire). */
+  cwd: string;
+  /** Discover inside this sandbox. */
+  sandbox?: FileSystemSandboxContext;
+}
+
+/** A tool a skill depends on (`agents/openai.yaml`). */
+export interface SkillToolDependency {
+  /** Kind, e.g. `env_var` or `mcp`. */
+  type: string;
+  /** What is needed. */
+  value: string;
+  /** Why. */
+  description: string | null;
+  /** For MCP servers. */
+  transport: string | null;
+  /** For MCP servers. */
+  command: string | null;
+  /** For MCP servers. */
+  url: string | null;
+  /** For MCP servers with OAuth. */
+  oauthCallbackPort: number | null;
+}
+
+/** A skill's dependencies. */
+export interface SkillDependencies {
+  /** Tools. */
+  tools: SkillToolDependency[];
+}
+
+/** A skill's invocation policy. */
+export interface SkillPolicy {
+  /** May the model use it without being asked. */
+  allowImplicitInvocation: boolean | null;
+  /** Products it is for. */
+  products: string[];
+}
+
+/** A parsed skill. */
+export interface DiscoveredSkill {
+  /** From the front matter. */
+  name: string;
+  /** From the front matter. */
+  description: string;
+  /** `metadata.short-description`. */
+  shortDescription: string | null;
+  /** Its `SKILL.md` (`file:` URI). */
+  path: string;
+  /** Where it was found. */
+  discoveryRoot?: { id: string; path: string };
+  /** From `agents/openai.yaml`. */
+  dependencies: SkillDependencies | null;
+  /** From `agents/openai.yaml`. */
+  policy: SkillPolicy | null;
+}
+
+/** An installed, enabled plugin. */
+export interface DiscoveredPlugin {
+  /** `NAME@MARKETPLACE`. */
+  id: string;
+  /** Its name. */
+  displayName: string;
+  /** Always null here. */
+  remotePluginId: string | null;
+  /** Installed version. */
+  version: string;
+  /** Its directory (`file:` URI). */
+  root: string;
+  /** Manifest and configuration files. */
+  files: CapabilityPluginFiles;
+  /** Its skills (`NAME:SKILL`). */
+  skills: DiscoveredSkill[];
+}
+
+/** Result of `capabilities/discoverV2`. */
+export interface CapabilitiesDiscoverResult {
+  /** Enabled plugins. */
+  plugins: DiscoveredPlugin[];
+  /** Skills in the Codex home. */
+  skills: DiscoveredSkill[];
+  /** What could not be loaded. */
+  warnings: string[];
+}
+
 /** Params of `environmentConfig/read`. */
 export interface EnvironmentConfigReadParams {
   /** Where project layers are looked for (absolute path; a `file:` URI on the wire). */

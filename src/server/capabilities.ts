@@ -32,7 +32,7 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     credentialMaskingCustomProviders: false,
     capabilityDiscoverySandbox: (inputs.sandbox ?? false) && has(Method.CapabilityRootsDiscoverV1),
     fsWatchMissing: has(Method.FsWatchMissing),
-    capabilityDiscoveryV2: false,
+    capabilityDiscoveryV2: has(Method.CapabilitiesDiscoverV2),
     environmentConfigRead: has(Method.EnvironmentConfigRead),
     httpHeaderEnvVars: has(Method.HttpRequest),
     sandboxedFileStreaming: (inputs.sandbox ?? false) && has(Method.FsOpen),

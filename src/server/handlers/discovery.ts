@@ -1,7 +1,8 @@
 /**
- * `capabilityRoots/discoverV1`: Codex skills and plugins under the roots
+ * `capabilityRoots/discoverV1` (Codex skills and plugins under the roots
  * the harness names, each root scanned inside its own sandbox when it has
- * one (see `discovery/roots.ts`).
+ * one; see `discovery/roots.ts`) and `capabilities/discoverV2` (the skills
+ * and plugins of the executor's Codex home; see `discovery/discover_v2.ts`).
  *
  * @module
  */
@@ -9,10 +10,16 @@
 import { discoverRoot, type TreeReader } from "../../discovery/roots.ts";
 import { walk } from "../../fs/walk.ts";
 import { decodeBase64 } from "../../protocol/decode.ts";
-import { capabilityRootsDiscoverParams } from "../../protocol/decoders.ts";
+import {
+  capabilitiesDiscoverParams,
+  capabilityRootsDiscoverParams,
+} from "../../protocol/decoders.ts";
+import { discoverCapabilities } from "../../discovery/discover_v2.ts";
+import { defaultConfigLocations } from "../../codex_config/layers.ts";
 import { Method } from "../../protocol/methods.ts";
 import { parsePathUri, pathToUri } from "../../protocol/path_uri.ts";
 import type {
+  CapabilitiesDiscoverResult,
   CapabilityRootsDiscoverResult,
   FileSystemSandboxContext,
   FsMetadata,
@@ -100,5 +107,13 @@ export const discoveryMethods: MethodTable = {
       }
       return { roots };
     },
+  ),
+  [Method.CapabilitiesDiscoverV2]: defineMethod(
+    capabilitiesDiscoverParams,
+    (p, ctx): Promise<CapabilitiesDiscoverResult> =>
+      discoverCapabilities(
+        defaultConfigLocations().codexHome,
+        readerFor(ctx.server.sandboxFs, p.sandbox),
+      ),
   ),
 };
