@@ -221,6 +221,42 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "sandbox: a writable root keeps the device nodes and the path's own restrictions (linuxRootWritePreservesDevices, linuxApprovedRootWritePreservesRestrictions)",
+  ignore: !available,
+  async fn() {
+    const entriesFor = (outside: string) => [special("root", "write"), pathEntry(outside, "none")];
+    // The outside directory is only known per fixture: build entries from a probe fixture's
+    // layout (the same relative layout for every server).
+    await using probe = await sandboxFixture();
+    const rel = probe.outside.slice(probe.base.length);
+    const list = await servers();
+    try {
+      const runs: SandboxRun[] = [];
+      for (const { server } of list) {
+        await using f = await sandboxFixture();
+        const outside = f.base + rel;
+        const sandbox = sandboxContext(f.ws, entriesFor(outside), "restricted");
+        const run = await runSandboxed(
+          server.client,
+          f.ws,
+          `echo x > /dev/null && echo devnull; test -c /dev/urandom && echo urandom; ` +
+            `echo w > ${f.ws}/w && echo ws-write; cat ${outside}/s.txt; echo y > ${outside}/y`,
+          sandbox,
+        );
+        runs.push(normalized(run, f.base));
+      }
+      const ours = runs[0]!;
+      assertEquals(ours.stdout, "devnull\nurandom\nws-write\n");
+      assertEquals(ours.stderr.split("Permission denied").length, 3, ours.stderr);
+      if (runs[1]) assertEquals(ours, runs[1], "ours vs the reference");
+    } finally {
+      await closeAll(list);
+    }
+  },
+});
+
+Deno.test({
   name: "sandbox: placeholders never outlive the sandbox and never touch existing files",
   ignore: !available,
   async fn() {

@@ -70,6 +70,10 @@ export interface Capabilities {
   shellSnapshotV2: boolean;
   /** Reference: Windows MXC sandbox. */
   windowsMxc: boolean;
+  /** Reference (omitted when false): a writable root keeps a minimal `/dev`. */
+  linuxRootWritePreservesDevices?: boolean;
+  /** Reference (omitted when false): deny entries hold under a writable root. */
+  linuxApprovedRootWritePreservesRestrictions?: boolean;
   /** Extension: `sandbox` on process/start and fs/* is enforced (bubblewrap); see `environment/info.sandbox`. */
   linuxSandbox: boolean;
   /** Extension: `tty: true` runs the child on a real pseudo-terminal. */

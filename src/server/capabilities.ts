@@ -39,6 +39,11 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     fileWriteStreaming: has(Method.FsWriteBlock),
     shellSnapshotV2: processes,
     windowsMxc: false,
+    // A writable root still gets a minimal /dev, and deny entries inside it
+    // still hold (tests/sandbox_test.ts checks both against the reference).
+    ...(inputs.sandbox
+      ? { linuxRootWritePreservesDevices: true, linuxApprovedRootWritePreservesRestrictions: true }
+      : {}),
     linuxSandbox: (inputs.sandbox ?? false) && (processes || has(Method.FsOpen)),
     tty: processes && inputs.tty,
     ptyResize: processes && inputs.tty && has(Method.ProcessResize),
