@@ -29,19 +29,11 @@ function describe(info: Deno.FileInfo, isSymlink: boolean): FsMetadata {
  */
 export async function getMetadata(path: string, followSymlinks: boolean): Promise<FsMetadata> {
   if (!followSymlinks) {
-    // The usual case costs one round trip: the path's own canonical form
-    // (no symlink anywhere) and its metadata are asked for at once.
-    const [real, link] = await Promise.all([
-      Deno.realPath(path).catch(() => null),
-      Deno.lstat(path).catch(() => null),
-    ]);
-    if (real !== path || link === null) {
-      await checkNoSymlinks(
-        path,
-        new RpcError(ErrorCode.InvalidRequest, "path contains a symbolic link"),
-      );
-    }
-    return describe(link ?? await withFsErrors(path, () => Deno.lstat(path)), false);
+    await checkNoSymlinks(
+      path,
+      new RpcError(ErrorCode.InvalidRequest, "path contains a symbolic link"),
+    );
+    return describe(await withFsErrors(path, () => Deno.lstat(path)), false);
   }
   const link = await withFsErrors(path, () => Deno.lstat(path));
   const info = link.isSymlink ? await withFsErrors(path, () => Deno.stat(path)) : link;

@@ -462,30 +462,18 @@ export class RpcPeer {
         }
       },
     };
-    let succeeded = false;
     const started = this.#logger.enabled("debug") ? performance.now() : 0;
-    const answer = async (): Promise<JsonRpcSuccess | JsonRpcFailure> => {
-      try {
-        const handler = this.#options.onRequest;
-        if (!handler) {
-          throw new RpcError(JsonRpcCode.MethodNotFound, `method not found: ${req.method}`);
-        }
-        const result = await handler(req.method, req.params ?? null, ctx);
-        succeeded = true;
-        return { jsonrpc: "2.0", id: req.id, result: result === undefined ? null : result };
-      } catch (error) {
-        return { jsonrpc: "2.0", id: req.id, error: this.#toErrorObject(req, error) };
-      } finally {
-        if (holding) {
-          holding = false;
-          this.#release(lane);
-        }
+    const release = () => {
+      if (holding) {
+        holding = false;
+        this.#release(lane);
       }
     };
     const tracer = this.#options.tracer;
     const response = tracer
-      ? await tracer.run(req.method, req.id, req.trace, answer)
-      : await answer();
+      ? await tracer.run(req.method, req.id, req.trace, () => this.#answer(req, ctx, release))
+      : await this.#answer(req, ctx, release);
+    const succeeded = "result" in response;
     await this.send(response);
     if (started !== 0) {
       // One event per request: what, which, how long, and how it ended.
@@ -505,6 +493,26 @@ export class RpcPeer {
           this.#logger.error("jsonrpc.after_response_failed", { method: req.method, error });
         }
       }
+    }
+  }
+
+  /** Runs the handler; the answer (a result or an error), never a throw. */
+  async #answer(
+    req: JsonRpcRequest,
+    ctx: RequestContext,
+    release: () => void,
+  ): Promise<JsonRpcSuccess | JsonRpcFailure> {
+    try {
+      const handler = this.#options.onRequest;
+      if (!handler) {
+        throw new RpcError(JsonRpcCode.MethodNotFound, `method not found: ${req.method}`);
+      }
+      const result = await handler(req.method, req.params ?? null, ctx);
+      return { jsonrpc: "2.0", id: req.id, result: result === undefined ? null : result };
+    } catch (error) {
+      return { jsonrpc: "2.0", id: req.id, error: this.#toErrorObject(req, error) };
+    } finally {
+      release();
     }
   }
 

@@ -156,19 +156,12 @@ export class ServerConnection {
         `client must send initialized before using ${methodFamily(method)} methods`,
       );
     }
-    const result = spec.handle(decoded, {
+    return spec.handle(decoded, {
       server: this.#server,
       connection: this,
       session: this.#session!,
       rpc,
     });
-    // Work ends when the answer is ready: that is when its garbage is.
-    if (result instanceof Promise) {
-      const trimmer = this.#server.trimmer;
-      trimmer.begin();
-      result.finally(() => trimmer.end()).catch(() => {});
-    }
-    return result;
   }
 
   #onNotification(method: string): void {

@@ -11,9 +11,8 @@
  * main thread, through FFI).
  *
  * Work only notes that it happened ({@linkcode MemoryTrimmer.note}, a
- * timestamp; longer work brackets itself with `begin`/`end`). While there is
- * recent work a one-second check runs: once nothing is running, work has
- * been quiet for half a second and the resident size is more than
+ * timestamp). While there is recent work a one-second check runs: once work
+ * has been quiet for half a second and the resident size is more than
  * `growthBytes` above the smallest seen (at start or after a trim), it
  * trims. While the size stays up (a reply still being written when it
  * trimmed, output history kept for reconnects) it looks again later, less
@@ -83,7 +82,6 @@ export class MemoryTrimmer {
   #gc: (() => void) | null | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #lastWork = 0;
-  #busy = 0;
   /** The smallest resident size seen at start or after a trim. */
   #floor = residentBytes();
   #delay = 1000;
@@ -99,18 +97,6 @@ export class MemoryTrimmer {
     this.#growth = options.growthBytes ?? 32 * 1024 * 1024;
     this.#checkMs = options.checkMs ?? 1000;
     this.#delay = this.#checkMs;
-  }
-
-  /** Work that takes a while starts (an asynchronous request); pair with {@linkcode end}. */
-  begin(): void {
-    this.#busy++;
-    this.note();
-  }
-
-  /** Work started with {@linkcode begin} ended. */
-  end(): void {
-    this.#busy--;
-    this.note();
   }
 
   /** Notes that work happened (cheap: call it per request). */
@@ -131,7 +117,7 @@ export class MemoryTrimmer {
 
   #check(): void {
     if (this.#closed) return;
-    if (this.#running || this.#busy > 0 || performance.now() - this.#lastWork < this.#quietMs) {
+    if (this.#running || performance.now() - this.#lastWork < this.#quietMs) {
       this.#arm();
       return;
     }
