@@ -139,3 +139,25 @@ Deno.test("shell snapshot: a profile that fails leaves commands as sent; bad she
     await Deno.remove(home, { recursive: true });
   }
 });
+
+Deno.test("shell snapshot: what the first request set is not replayed into later ones", async () => {
+  const home = await chattyHome();
+  try {
+    await using s = spawnStdioServer();
+    await s.client.initialize();
+    const env = { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: home };
+    const shellSnapshot = { scopeId: "s", shell: { name: "bash", path: "/bin/bash" } };
+    await startProcess(s.client, "a", ["/bin/bash", "-lc", "echo first"], {
+      env: { ...env, ONLY_FIRST: "1" },
+      shellSnapshot,
+    });
+    assertEquals(text((await collectProcess(s.client, "a")).stdout), "first\n");
+    await startProcess(s.client, "b", ["/bin/bash", "-lc", 'echo "[$ONLY_FIRST] $FROM_PROFILE"'], {
+      env,
+      shellSnapshot,
+    });
+    assertEquals(text((await collectProcess(s.client, "b")).stdout), "[] yes\n");
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+});

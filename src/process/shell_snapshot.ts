@@ -11,9 +11,9 @@
  * marker and then the state in re-sourceable form (`set +o`, `shopt -p`,
  * `declare -f`, `alias -p`) and the environment (`env -0`); anything the
  * profile printed before the marker is dropped. The snapshot is a private
- * file (0600, in a 0700 directory removed when the server closes). On
- * restore, variables the request sets itself (`env`, `envPolicy.set`) keep
- * the request's values; `PWD`, `OLDPWD`, `SHLVL` and `_` are never
+ * file (0600, in a 0700 directory removed when the server closes); what the
+ * capturing request set itself is not part of it. On restore, variables the
+ * request sets itself (`env`, `envPolicy.set`) keep the request's values; `PWD`, `OLDPWD`, `SHLVL` and `_` are never
  * restored. Bounds: 64 scopes (least recently used dropped), 8 MiB per
  * snapshot, 10 s per capture. A capture that fails, times out or is too
  * large leaves the scope without a snapshot: its commands run exactly as
@@ -28,6 +28,9 @@ import type { Logger } from "../log/logger.ts";
 
 /** Runs a capture command line; resolves with its stdout, or null on failure. */
 export type SnapshotCapture = (argv: string[], limits: CaptureLimits) => Promise<Uint8Array | null>;
+
+/** What the request that starts a scope's capture sets itself. */
+export type RequestEnv = Readonly<Record<string, string>>;
 
 /** Bounds of one capture. */
 export interface CaptureLimits {
@@ -73,8 +76,15 @@ function quote(text: string): string {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** The snapshot file's text from a capture's output; null without the markers. */
-export function snapshotScript(output: Uint8Array): string | null {
+/**
+ * The snapshot file's text from a capture's output; null without the
+ * markers. Variables the capturing request set itself with the same value
+ * came from that request, not from the profile, and are left out.
+ */
+export function snapshotScript(
+  output: Uint8Array,
+  requestEnv: Readonly<Record<string, string>> = {},
+): string | null {
   const text = decoder.decode(output);
   const start = text.lastIndexOf(`\n${MARK}\n`);
   const envAt = text.lastIndexOf(`\n${ENV_MARK}\n`);
@@ -86,8 +96,10 @@ export function snapshotScript(output: Uint8Array): string | null {
     if (eq <= 0) continue;
     const name = entry.slice(0, eq);
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || NEVER_RESTORED.has(name)) continue;
+    const value = entry.slice(eq + 1);
+    if (requestEnv[name] === value) continue;
     exports.push(
-      `case $${KEEP} in *:${name}:*) ;; *) export ${name}=${quote(entry.slice(eq + 1))} ;; esac`,
+      `case $${KEEP} in *:${name}:*) ;; *) export ${name}=${quote(value)} ;; esac`,
     );
   }
   return `${state}\n${exports.join("\n")}\n`;
@@ -131,12 +143,13 @@ export class ShellSnapshots {
    * The command line to run for `argv` in scope `params`: the snapshot
    * restored in front of the command when the scope has one (captured now
    * with `capture` if it is the scope's first command), else `argv` as is.
-   * `requestSet` names the variables the request sets itself.
+   * `request.set` names the variables the request sets itself (they keep
+   * its values); `request.env` is what it sets them to.
    */
   async commandLine(
     params: ShellSnapshotParams,
     argv: readonly string[],
-    requestSet: Iterable<string>,
+    request: { readonly set: Iterable<string>; readonly env: RequestEnv },
     capture: SnapshotCapture,
   ): Promise<string[]> {
     const shell = params.shell;
@@ -150,13 +163,13 @@ export class ShellSnapshots {
       this.#entries.delete(key);
       this.#entries.set(key, entry);
     } else {
-      entry = { file: this.#capture(argv[0]!, capture) };
+      entry = { file: this.#capture(argv[0]!, capture, request.env) };
       this.#entries.set(key, entry);
       this.#evict();
     }
     const file = await entry.file;
     if (file === null) return [...argv];
-    const keep = [...requestSet].filter((n) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(n));
+    const keep = [...request.set].filter((n) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(n));
     const prefix = [
       `${KEEP}=${quote(`:${keep.join(":")}:`)}`,
       `if ! . ${
@@ -167,7 +180,11 @@ export class ShellSnapshots {
     return [argv[0]!, "-c", `${prefix}\n${argv[2]!}`];
   }
 
-  async #capture(shell: string, capture: SnapshotCapture): Promise<string | null> {
+  async #capture(
+    shell: string,
+    capture: SnapshotCapture,
+    requestEnv: RequestEnv,
+  ): Promise<string | null> {
     let output: Uint8Array | null;
     try {
       output = await capture([shell, "-lc", BASH_CAPTURE], this.#limits);
@@ -175,7 +192,7 @@ export class ShellSnapshots {
       this.#logger?.warn("process.shell_snapshot_failed", { shell, error });
       return null;
     }
-    const script = output ? snapshotScript(output) : null;
+    const script = output ? snapshotScript(output, requestEnv) : null;
     if (script === null || this.#closed) {
       this.#logger?.warn("process.shell_snapshot_failed", {
         shell,

@@ -271,11 +271,11 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
       let argv = p.argv;
       // A snapshot file lives on the host: used where the sandbox can read it.
       if (p.shellSnapshot && (!sandbox || readsEverything(sandbox.plan))) {
-        const requestSet = [...Object.keys(p.env), ...Object.keys(p.envPolicy?.set ?? {})];
+        const requestEnv = { ...(p.envPolicy?.set ?? {}), ...p.env };
         argv = await server.shellSnapshots.commandLine(
           p.shellSnapshot,
           p.argv,
-          requestSet,
+          { set: Object.keys(requestEnv), env: requestEnv },
           (captureArgv, limits) =>
             captureOutput(starter, { sandbox, argv: captureArgv, cwd: p.cwd, env }, limits),
         );
