@@ -10,6 +10,7 @@ import type { NetworkDecision, NetworkPolicyRequest } from "../proxy/decision.ts
 import { startNetworkProxyFromFile } from "../proxy/start.ts";
 import { loadNetworkRequirementsFile } from "../proxy/config_file.ts";
 import { parseDuration, printLine, printUsage, terminationSignal, UsageError } from "./common.ts";
+import { formatHostPort } from "../util/host.ts";
 
 /** Help text. */
 export const PROXY_USAGE = `Usage: exec-server proxy --config FILE [OPTIONS]
@@ -135,10 +136,7 @@ export async function runProxy(args: string[]): Promise<number> {
   });
   try {
     if (!proxy.addresses.http) throw new UsageError("network.enabled is false; nothing to serve");
-    const addr = (a: Deno.NetAddr | null) =>
-      a
-        ? (a.hostname.includes(":") ? `[${a.hostname}]:${a.port}` : `${a.hostname}:${a.port}`)
-        : null;
+    const addr = (a: Deno.NetAddr | null) => a ? (formatHostPort(a.hostname, a.port)) : null;
     // Listen for the signal before saying we are up (a prompt SIGTERM exits 0).
     const signalled = terminationSignal();
     await printLine(JSON.stringify({

@@ -15,7 +15,7 @@
  */
 
 import { type Logger, nullLogger } from "../log/logger.ts";
-import { isIpLiteral, isLoopbackHost, normalizeHost } from "../util/host.ts";
+import { bracketHost, isIpLiteral, isLoopbackHost, normalizeHost } from "../util/host.ts";
 import { loadMcpSdk, type Transport } from "./sdk.ts";
 
 /** What backs one session. */
@@ -207,7 +207,7 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
     onListen: () => {},
   }, handle);
   const addr = server.addr as Deno.NetAddr;
-  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  const host = bracketHost(addr.hostname);
   let closing: Promise<void> | null = null;
   return {
     addr,

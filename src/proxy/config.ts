@@ -7,7 +7,7 @@
  */
 
 import { isIPv4, isIPv6 } from "node:net";
-import { isLoopbackHost } from "../util/host.ts";
+import { formatHostPort, isLoopbackHost } from "../util/host.ts";
 import { normalizePattern } from "./domain_pattern.ts";
 
 /** `full`: every method; `limited`: GET/HEAD/OPTIONS only, HTTPS intercepted. */
@@ -294,7 +294,7 @@ export function parseHostPort(address: string, defaultPort: number): HostPort {
 export function hostAndPortFromNetworkAddr(address: string, defaultPort: number): string {
   try {
     const { host, port } = parseHostPort(address, defaultPort);
-    return `${host.includes(":") ? `[${host}]` : host}:${port}`;
+    return formatHostPort(host, port);
   } catch {
     return "<missing>";
   }

@@ -14,7 +14,13 @@
 
 import { ByteSource, connReader } from "../util/http1_body.ts";
 import { writeAll } from "./conn_io.ts";
-import { isIpLiteral, isNonPublicIp, normalizeHost, unscoped } from "../util/host.ts";
+import {
+  formatHostPort,
+  isIpLiteral,
+  isNonPublicIp,
+  normalizeHost,
+  unscoped,
+} from "../util/host.ts";
 import { exactlyAllowed } from "./policy.ts";
 import type { NetworkProxyState } from "./state.ts";
 
@@ -140,7 +146,7 @@ export async function dialViaProxy(
 ): Promise<{ conn: Deno.Conn; leftover: Uint8Array | null }> {
   const conn = await dialProxy(proxy);
   try {
-    const authority = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+    const authority = formatHostPort(host, port);
     const auth = proxyAuthorization(proxy);
     const head = `CONNECT ${authority} HTTP/1.1\r\nhost: ${authority}\r\n` +
       (auth ? `proxy-authorization: ${auth}\r\n` : "") + "\r\n";

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { HttpHeadError } from "../util/http1.ts";
+import { HttpHeadError, reasonPhrase } from "../util/http1.ts";
 import {
   bodyStream,
   type ByteSource,
@@ -76,21 +76,6 @@ export type ExchangeHandler = (
   controls: ExchangeControls,
 ) => Promise<ProxyResponse | "takeover">;
 
-const REASONS: Record<number, string> = {
-  100: "Continue",
-  200: "OK",
-  400: "Bad Request",
-  403: "Forbidden",
-  405: "Method Not Allowed",
-  407: "Proxy Authentication Required",
-  408: "Request Timeout",
-  431: "Request Header Fields Too Large",
-  500: "Internal Server Error",
-  501: "Not Implemented",
-  502: "Bad Gateway",
-  503: "Service Unavailable",
-};
-
 const encoder = new TextEncoder();
 const FRAMING = new Set(["content-length", "transfer-encoding", "connection", "keep-alive"]);
 
@@ -122,7 +107,7 @@ function head(
   headers: ReadonlyArray<readonly [string, string]>,
   extra: string[],
 ): Uint8Array {
-  let text = `HTTP/1.1 ${status} ${reason ?? REASONS[status] ?? "Status"}\r\n`;
+  let text = `HTTP/1.1 ${status} ${reason ?? reasonPhrase(status)}\r\n`;
   for (const [n, v] of headers) text += `${n}: ${v}\r\n`;
   for (const line of extra) text += `${line}\r\n`;
   return encoder.encode(text + "\r\n");

@@ -28,6 +28,7 @@ import {
 import type { ExchangeControls, ProxyRequest, ProxyResponse } from "./http_exchange.ts";
 import type { NetworkProxyState } from "./state.ts";
 import type { PooledConnection, UpstreamPool } from "./upstream_pool.ts";
+import { bracketHost } from "../util/host.ts";
 
 /** Where a request goes. */
 export interface ForwardTarget {
@@ -119,7 +120,7 @@ async function open(
 }
 
 function authority(target: ForwardTarget): string {
-  const host = target.host.includes(":") ? `[${target.host}]` : target.host;
+  const host = bracketHost(target.host);
   const dflt = target.scheme === "https" ? 443 : 80;
   return target.port === dflt ? host : `${host}:${target.port}`;
 }

@@ -23,7 +23,7 @@ import {
   type UpstreamProxies,
 } from "./connector.ts";
 import type { BlockReason, DecisionSource } from "./decision.ts";
-import { normalizeHost } from "../util/host.ts";
+import { addrText, normalizeHost } from "../util/host.ts";
 import {
   type ExchangeControls,
   type ProxyRequest,
@@ -71,11 +71,6 @@ interface Blocked {
   readonly reason: BlockReason | string;
   readonly source: DecisionSource;
   readonly decision: "deny" | "ask";
-}
-
-function addrText(addr: Deno.Addr): string {
-  const a = addr as Deno.NetAddr;
-  return a.hostname.includes(":") ? `[${a.hostname}]:${a.port}` : `${a.hostname}:${a.port}`;
 }
 
 /** Parses an authority `host:port` (IPv6 bracketed); `null` when it is not one. */

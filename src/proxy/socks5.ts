@@ -17,7 +17,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import { relay, writeAll } from "./conn_io.ts";
 import { dialDirect, dialViaProxy, pickUpstream, PolicyDialError } from "./connector.ts";
 import type { BlockReason, DecisionSource } from "./decision.ts";
-import { ipBytes, isIpLiteral, normalizeHost } from "../util/host.ts";
+import { addrText, ipBytes, isIpLiteral, normalizeHost } from "../util/host.ts";
 import type { ListenerContext } from "./http_proxy.ts";
 
 /** SOCKS5 reply codes. */
@@ -137,11 +137,6 @@ function errorReply(error: unknown): number {
   }
   if (text.includes("refused")) return SocksReply.connectionRefused;
   return SocksReply.generalFailure;
-}
-
-function addrText(addr: Deno.Addr): string {
-  const a = addr as Deno.NetAddr;
-  return a.hostname.includes(":") ? `[${a.hostname}]:${a.port}` : `${a.hostname}:${a.port}`;
 }
 
 /** Serves one SOCKS5 client connection. */

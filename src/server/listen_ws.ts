@@ -22,6 +22,7 @@ import { encodeResponse, HttpHeadError, readHead } from "../util/http1.ts";
 import type { ExecServer } from "./exec_server.ts";
 import { checkWebSocketAuth, type WebSocketAuth } from "./ws_auth.ts";
 import { acceptConnections } from "../util/accept_loop.ts";
+import { bracketHost, isLoopbackHost } from "../util/host.ts";
 
 /** Options for {@linkcode listenWebSocket}. */
 export interface WebSocketListenOptions {
@@ -49,15 +50,9 @@ export interface WebSocketListener {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** True for 127.0.0.0/8 and ::1. */
-export function isLoopback(hostname: string): boolean {
-  return /^127\.\d+\.\d+\.\d+$/.test(hostname) || hostname === "::1" ||
-    hostname === "::ffff:127.0.0.1";
-}
-
 /** Formats `ws://host:port` with IPv6 brackets. */
 export function formatWsUrl(addr: Deno.NetAddr): string {
-  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  const host = bracketHost(addr.hostname);
   return `ws://${host}:${addr.port}`;
 }
 
@@ -67,7 +62,7 @@ export function listenWebSocket(
   options: WebSocketListenOptions,
 ): WebSocketListener {
   const auth = options.auth ?? { mode: "none" };
-  if (auth.mode === "none" && !isLoopback(options.hostname) && !options.allowUnauthenticated) {
+  if (auth.mode === "none" && !isLoopbackHost(options.hostname) && !options.allowUnauthenticated) {
     throw new Error(
       `refusing to listen on non-loopback address ${options.hostname} without --ws-auth; ` +
         "pass --allow-unauthenticated to accept unauthenticated connections from the network",
@@ -77,7 +72,7 @@ export function listenWebSocket(
   try {
     listener = Deno.listen({ hostname: options.hostname, port: options.port, transport: "tcp" });
   } catch (error) {
-    const host = options.hostname.includes(":") ? `[${options.hostname}]` : options.hostname;
+    const host = bracketHost(options.hostname);
     throw new Error(`cannot listen on ${host}:${options.port}: ${(error as Error).message}`, {
       cause: error,
     });
@@ -101,9 +96,7 @@ export function listenWebSocket(
     logger: Logger,
   ): Promise<void> {
     const remote = conn.remoteAddr as Deno.NetAddr;
-    const peerLabel = `${
-      remote.hostname.includes(":") ? `[${remote.hostname}]` : remote.hostname
-    }:${remote.port}`;
+    const peerLabel = `${bracketHost(remote.hostname)}:${remote.port}`;
     const reader = conn.readable.getReader();
     const writer = conn.writable.getWriter();
     const respond = async (status: number, headers: Record<string, string> = {}, body = "") => {

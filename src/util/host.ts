@@ -114,7 +114,18 @@ export function isNonPublicIp(ip: string): boolean {
     (bytes[0] === 0xfe && (bytes[1]! & 0xc0) === 0x80);
 }
 
+/** A host for a URL or an authority: IPv6 in brackets. */
+export function bracketHost(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
 /** `host:port`, IPv6 in brackets. */
 export function formatHostPort(host: string, port: number): string {
-  return `${host.includes(":") ? `[${host}]` : host}:${port}`;
+  return `${bracketHost(host)}:${port}`;
+}
+
+/** A socket address as `host:port` (IPv6 in brackets). */
+export function addrText(addr: Deno.Addr): string {
+  const a = addr as Deno.NetAddr;
+  return formatHostPort(a.hostname, a.port);
 }

@@ -121,7 +121,9 @@ export function parseHead(bytes: Uint8Array, leftover: Uint8Array): MessageHead 
   return { startLine, headers, rawHeaders, leftover };
 }
 
+/** Reason phrases (RFC 9110) of the statuses this project sends. */
 const REASONS: Record<number, string> = {
+  100: "Continue",
   101: "Switching Protocols",
   200: "OK",
   400: "Bad Request",
@@ -129,13 +131,22 @@ const REASONS: Record<number, string> = {
   403: "Forbidden",
   404: "Not Found",
   405: "Method Not Allowed",
+  407: "Proxy Authentication Required",
   408: "Request Timeout",
+  413: "Content Too Large",
   426: "Upgrade Required",
   429: "Too Many Requests",
   431: "Request Header Fields Too Large",
   500: "Internal Server Error",
+  501: "Not Implemented",
+  502: "Bad Gateway",
   503: "Service Unavailable",
 };
+
+/** The reason phrase of `status` (`Status` for one not in the table). */
+export function reasonPhrase(status: number): string {
+  return REASONS[status] ?? "Status";
+}
 
 /** Serialises a response head (and optional small body) to bytes. */
 export function encodeResponse(
@@ -144,7 +155,7 @@ export function encodeResponse(
   body = "",
 ): Uint8Array {
   const bodyBytes = encoder.encode(body);
-  let head = `HTTP/1.1 ${status} ${REASONS[status] ?? "Status"}\r\n`;
+  let head = `HTTP/1.1 ${status} ${reasonPhrase(status)}\r\n`;
   const all: Record<string, string> = { ...headers };
   if (status !== 101) {
     all["content-length"] = String(bodyBytes.length);

@@ -11,7 +11,7 @@
 
 import { type Logger, nullLogger } from "../log/logger.ts";
 import { bodyStream, ByteSource, encodeChunk, LAST_CHUNK, requestFraming } from "./http1_body.ts";
-import { encodeResponse } from "./http1.ts";
+import { encodeResponse, reasonPhrase } from "./http1.ts";
 import { acceptConnections } from "./accept_loop.ts";
 
 /** A request as received. */
@@ -59,15 +59,6 @@ export interface Http1Server {
   readonly finished: Promise<void>;
 }
 
-const REASONS: Record<number, string> = {
-  200: "OK",
-  400: "Bad Request",
-  403: "Forbidden",
-  404: "Not Found",
-  413: "Content Too Large",
-  500: "Internal Server Error",
-  502: "Bad Gateway",
-};
 const encoder = new TextEncoder();
 
 function head(
@@ -75,7 +66,7 @@ function head(
   headers: ReadonlyArray<readonly [string, string]>,
   extra: string[],
 ): Uint8Array {
-  let text = `HTTP/1.1 ${status} ${REASONS[status] ?? "Status"}\r\n`;
+  let text = `HTTP/1.1 ${status} ${reasonPhrase(status)}\r\n`;
   for (const [n, v] of headers) text += `${n}: ${v}\r\n`;
   for (const line of extra) text += `${line}\r\n`;
   return encoder.encode(text + "connection: close\r\n\r\n");

@@ -24,7 +24,7 @@ import { ByteSource } from "../../util/http1_body.ts";
 import type { UpstreamProxies } from "../connector.ts";
 import type { UpstreamPool } from "../upstream_pool.ts";
 import { PolicyDialError } from "../connector.ts";
-import { normalizeHost } from "../../util/host.ts";
+import { bracketHost, formatHostPort, normalizeHost } from "../../util/host.ts";
 import {
   type ProxyRequest,
   type ProxyResponse,
@@ -197,9 +197,7 @@ export async function createMitm(
     }
     let headers = stripHopByHop(request.rawHeaders);
     if (outcome.kind === "matched") headers = applyHookActions(headers, outcome.actions);
-    const authority = port === 443
-      ? (host.includes(":") ? `[${host}]` : host)
-      : `${host.includes(":") ? `[${host}]` : host}:${port}`;
+    const authority = port === 443 ? (bracketHost(host)) : formatHostPort(host, port);
     headers = headers.filter(([n]) => n.toLowerCase() !== "host");
     headers.unshift(["host", authority]);
     try {

@@ -20,6 +20,7 @@ import { Rendezvous } from "./rendezvous.ts";
 import { RendezvousRejection, verifyRendezvousUrl } from "./signing.ts";
 import { RelayStore } from "./store.ts";
 import { acceptConnections } from "../../util/accept_loop.ts";
+import { bracketHost } from "../../util/host.ts";
 
 /** Options of {@linkcode startRelayServer}. */
 export interface RelayServerOptions {
@@ -68,7 +69,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
   const secret = await store.secret();
   const listener = Deno.listen({ hostname: options.hostname ?? "127.0.0.1", port: options.port });
   const addr = listener.addr as Deno.NetAddr;
-  const host = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+  const host = bracketHost(addr.hostname);
   const url = (options.publicUrl ?? `http://${host}:${addr.port}`).replace(/\/+$/, "");
   const rendezvous = new Rendezvous({
     store,
