@@ -11,6 +11,7 @@ import { computeChildEnv } from "../../process/env_policy.ts";
 import { ManagedProcess, StdinWriteError } from "../../process/managed_process.ts";
 import { spawnChild, type SpawnedChild, SpawnError } from "../../process/spawn.ts";
 import {
+  type DecodedProcessStart,
   processCloseStdinParams,
   processFlowParams,
   processReadParams,
@@ -242,104 +243,117 @@ async function read(
   }
 }
 
+/**
+ * `process/start`: checks, sandbox and shell snapshot preparation, then the
+ * child, registered with the session before the answer goes out.
+ */
+async function startProcess(
+  p: DecodedProcessStart,
+  ctx: HandlerContext,
+  starter: ChildStarter,
+): Promise<ProcessStartResult> {
+  const { session, server } = ctx;
+  if (session.hasProcess(p.processId)) {
+    throw invalidRequest(`process ${p.processId} already exists`);
+  }
+  if (p.networkProxy !== undefined && p.networkProxy !== null) {
+    throw internalError("networkProxy is not supported by this server");
+  }
+  let env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
+  if (p.enforceManagedNetwork && server.managedNetwork) {
+    env = server.managedNetwork.applyToEnv(env);
+  }
+  let sandbox: PreparedSandbox | null;
+  try {
+    sandbox = prepareSandbox(
+      p.sandbox,
+      { cwd: p.cwd, env },
+      server.options.sandboxPidNamespace,
+    );
+  } catch (error) {
+    if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
+    throw error;
+  }
+  let argv = p.argv;
+  // A snapshot file lives on the host: used where the sandbox can read it.
+  if (p.shellSnapshot && (!sandbox || readsEverything(sandbox.plan))) {
+    const requestEnv = { ...(p.envPolicy?.set ?? {}), ...p.env };
+    argv = await server.shellSnapshots.commandLine(
+      p.shellSnapshot,
+      p.argv,
+      { set: Object.keys(requestEnv), env: requestEnv },
+      (captureArgv, limits) =>
+        captureOutput(starter, { sandbox, argv: captureArgv, cwd: p.cwd, env }, limits),
+    );
+    if (session.hasProcess(p.processId)) {
+      throw invalidRequest(`process ${p.processId} already exists`);
+    }
+  }
+  let started;
+  try {
+    started = starter({
+      sandbox,
+      argv,
+      cwd: p.cwd,
+      env,
+      arg0: p.arg0 ?? null,
+      pipeStdin: p.pipeStdin,
+      tty: p.tty,
+      rows: p.rows ?? 24,
+      cols: p.cols ?? 80,
+    });
+  } catch (error) {
+    if (error instanceof SpawnError) {
+      throw new RpcError(ErrorCode.InternalError, error.message, {
+        cause: error,
+        ...(error.detail !== undefined ? { logDetail: error.detail } : {}),
+      });
+    }
+    throw error;
+  }
+  const process = new ManagedProcess({
+    id: p.processId,
+    child: started.child,
+    tty: started.tty,
+    stdoutName: started.tty ? "pty" : "stdout",
+    logger: server.logger.child({ processId: p.processId }),
+    // A session that can be resumed keeps enough delivered output to
+    // replay what was in flight when its connection dropped.
+    limits: {
+      retainBytes: ctx.connection.disconnectPolicy === "detach"
+        ? server.options.outputHistoryBytes
+        : 1024 * 1024,
+      budget: server.historyBudget,
+    },
+    ...(started.signal ? { signal: started.signal } : {}),
+    ...(started.terminal ? { terminal: started.terminal } : {}),
+    ...(started.confined ? { confined: started.confined } : {}),
+    ...(sandbox ? { denial: new DenialDetector() } : {}),
+  });
+  session.addProcess(process);
+  // Its pipes' buffers are freed when it ends: give them back then.
+  process.finished.then(() => server.trimmer.note());
+  server.logger.debug("process.started", {
+    sessionId: session.id,
+    processId: p.processId,
+    pid: process.pid,
+    tty: started.tty,
+    sandboxed: sandbox !== null,
+  });
+  const result: ProcessStartResult = {
+    processId: p.processId,
+    sandboxType: sandbox ? LINUX_SANDBOX_TYPE : "none",
+  };
+  return result;
+}
+
 /** Builds the process methods around a child starter. */
 export function processMethods(starter: ChildStarter = defaultStarter): MethodTable {
   return {
-    [Method.ProcessStart]: defineMethod(processStartParams, async (p, ctx) => {
-      const { session, server } = ctx;
-      if (session.hasProcess(p.processId)) {
-        throw invalidRequest(`process ${p.processId} already exists`);
-      }
-      if (p.networkProxy !== undefined && p.networkProxy !== null) {
-        throw internalError("networkProxy is not supported by this server");
-      }
-      let env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
-      if (p.enforceManagedNetwork && server.managedNetwork) {
-        env = server.managedNetwork.applyToEnv(env);
-      }
-      let sandbox: PreparedSandbox | null;
-      try {
-        sandbox = prepareSandbox(
-          p.sandbox,
-          { cwd: p.cwd, env },
-          server.options.sandboxPidNamespace,
-        );
-      } catch (error) {
-        if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
-        throw error;
-      }
-      let argv = p.argv;
-      // A snapshot file lives on the host: used where the sandbox can read it.
-      if (p.shellSnapshot && (!sandbox || readsEverything(sandbox.plan))) {
-        const requestEnv = { ...(p.envPolicy?.set ?? {}), ...p.env };
-        argv = await server.shellSnapshots.commandLine(
-          p.shellSnapshot,
-          p.argv,
-          { set: Object.keys(requestEnv), env: requestEnv },
-          (captureArgv, limits) =>
-            captureOutput(starter, { sandbox, argv: captureArgv, cwd: p.cwd, env }, limits),
-        );
-        if (session.hasProcess(p.processId)) {
-          throw invalidRequest(`process ${p.processId} already exists`);
-        }
-      }
-      let started;
-      try {
-        started = starter({
-          sandbox,
-          argv,
-          cwd: p.cwd,
-          env,
-          arg0: p.arg0 ?? null,
-          pipeStdin: p.pipeStdin,
-          tty: p.tty,
-          rows: p.rows ?? 24,
-          cols: p.cols ?? 80,
-        });
-      } catch (error) {
-        if (error instanceof SpawnError) {
-          throw new RpcError(ErrorCode.InternalError, error.message, {
-            cause: error,
-            ...(error.detail !== undefined ? { logDetail: error.detail } : {}),
-          });
-        }
-        throw error;
-      }
-      const process = new ManagedProcess({
-        id: p.processId,
-        child: started.child,
-        tty: started.tty,
-        stdoutName: started.tty ? "pty" : "stdout",
-        logger: server.logger.child({ processId: p.processId }),
-        // A session that can be resumed keeps enough delivered output to
-        // replay what was in flight when its connection dropped.
-        limits: {
-          retainBytes: ctx.connection.disconnectPolicy === "detach"
-            ? server.options.outputHistoryBytes
-            : 1024 * 1024,
-          budget: server.historyBudget,
-        },
-        ...(started.signal ? { signal: started.signal } : {}),
-        ...(started.terminal ? { terminal: started.terminal } : {}),
-        ...(started.confined ? { confined: started.confined } : {}),
-        ...(sandbox ? { denial: new DenialDetector() } : {}),
-      });
-      session.addProcess(process);
-      // Its pipes' buffers are freed when it ends: give them back then.
-      process.finished.then(() => server.trimmer.note());
-      server.logger.debug("process.started", {
-        sessionId: session.id,
-        processId: p.processId,
-        pid: process.pid,
-        tty: started.tty,
-        sandboxed: sandbox !== null,
-      });
-      const result: ProcessStartResult = {
-        processId: p.processId,
-        sandboxType: sandbox ? LINUX_SANDBOX_TYPE : "none",
-      };
-      return result;
-    }),
+    [Method.ProcessStart]: defineMethod(
+      processStartParams,
+      (p, ctx) => startProcess(p, ctx, starter),
+    ),
 
     [Method.ProcessRead]: defineMethod(processReadParams, async (p, ctx) => {
       const result = await read(ctx, p.processId, p.afterSeq ?? 0, p.maxBytes, p.waitMs);
