@@ -20,7 +20,19 @@
  * @module
  */
 
-export { ClientNotification, Method, ServerNotification } from "./src/protocol/methods.ts";
+export {
+  ClientNotification,
+  Method,
+  type MethodName,
+  ServerNotification,
+} from "./src/protocol/methods.ts";
+export type {
+  EmptyResult,
+  MethodMap,
+  MethodParams,
+  MethodResult,
+  RequestFn,
+} from "./src/protocol/method_map.ts";
 export { ErrorCode } from "./src/protocol/errors.ts";
 export { pathToUri, toPathUri } from "./src/protocol/path_uri.ts";
 export type * from "./src/protocol/types.ts";

@@ -122,3 +122,16 @@ Deno.test("architecture: no import cycles, and dependencies point inward", async
   }
   assertEquals(upward, []);
 });
+
+Deno.test("protocol: one method map types the client's requests", async () => {
+  const { connect, ExecServer, inProcessTransport, Method } = await import("../mod.ts");
+  await using server = new ExecServer();
+  await using client = await connect({ transport: inProcessTransport(server) });
+  const meta = await client.request(Method.FsGetMetadata, { path: "file:///" });
+  const isDirectory: boolean = meta.isDirectory; // the result type comes from the map
+  assert(isDirectory);
+  const status = await client.request(Method.EnvironmentStatus);
+  assertEquals(status.status, "ready");
+  // @ts-expect-error: fs/getMetadata takes a `path`, not a `file`
+  await client.request(Method.FsGetMetadata, { file: "/" }).catch(() => {});
+});

@@ -130,7 +130,7 @@ Deno.test("serve integration: processes asking for managed networking get the pr
   try {
     assertEquals(client.capabilities.managedNetworkProxy, true);
     const run = async (enforce: boolean) => {
-      const result = await client.request<{ processId: string }>("process/start", {
+      const result = await client.request("process/start", {
         processId: `p-${enforce}`,
         argv: [
           "/bin/sh",
@@ -145,9 +145,7 @@ Deno.test("serve integration: processes asking for managed networking get the pr
       let out = "";
       let after = 0;
       for (;;) {
-        const r = await client.request<
-          { chunks: Array<{ seq: number; chunk: string }>; nextSeq: number; closed: boolean }
-        >(
+        const r = await client.request(
           "process/read",
           { processId: result.processId, afterSeq: after, waitMs: 2000 },
         );

@@ -19,6 +19,8 @@
  * @module
  */
 
+import type { MethodParams, MethodResult } from "../protocol/method_map.ts";
+import type { MethodName } from "../protocol/methods.ts";
 import type { TraceContext } from "../jsonrpc/message.ts";
 import { ConnectionClosedError, RpcError } from "../jsonrpc/errors.ts";
 import { RpcPeer } from "../jsonrpc/peer.ts";
@@ -30,10 +32,11 @@ import type {
   EnvironmentInfo,
   EnvPolicy,
   HttpBodyDeltaNotification,
-  InitializeResult,
+  InitializeParams,
   ProcessClosedNotification,
   ProcessExitedNotification,
   ProcessOutputNotification,
+  ProcessStartParams,
 } from "../protocol/types.ts";
 import { delay } from "../util/async.ts";
 import { RemoteCommand, type RemoteCommandOptions } from "./command.ts";
@@ -235,13 +238,13 @@ export class ExecServerClient implements AsyncDisposable {
       ...(options.trace ? { trace: options.trace } : {}),
     });
     try {
-      const params: Record<string, unknown> = {
+      const params: InitializeParams = {
         clientName: options.clientName ?? "exec-server-client",
       };
       if (this.#sessionId) params.resumeSessionId = this.#sessionId;
       if (options.maxMessageBytes !== undefined) params.maxMessageBytes = options.maxMessageBytes;
       const result = await withTimeout(
-        peer.request<InitializeResult>(Method.Initialize, params),
+        peer.request<MethodResult<typeof Method.Initialize>>(Method.Initialize, params),
         options.initializeTimeoutMs ?? 10_000,
         `initialize with ${transport.label}`,
       );
@@ -389,11 +392,23 @@ export class ExecServerClient implements AsyncDisposable {
    * {@linkcode RpcError} for error answers and {@linkcode ConnectionClosedError}
    * when the connection is (or gets) lost.
    */
-  async request<T = unknown>(method: string, params?: unknown): Promise<T> {
+  async request<M extends MethodName>(
+    method: M,
+    ...params: undefined extends MethodParams<M> ? [params?: MethodParams<M>]
+      : [params: MethodParams<M>]
+  ): Promise<MethodResult<M>> {
+    return await this.call(method, params[0]) as MethodResult<M>;
+  }
+
+  /**
+   * Calls a method by name with untyped params (extensions, or a method
+   * this client version has no types for); see {@linkcode request}.
+   */
+  async call(method: string, params?: unknown): Promise<unknown> {
     await this.ensureConnected();
     const peer = this.#peer;
     if (!peer) throw new ConnectionClosedError(this.#closeReason ?? "not connected");
-    return await peer.request<T>(method, params);
+    return await peer.request(method, params);
   }
 
   /**
@@ -460,9 +475,9 @@ export class ExecServerClient implements AsyncDisposable {
       throw new RpcError(-32600, `process ${processId} already exists`);
     }
     const process = this.#newProcess(processId, options);
-    const params: Record<string, unknown> = {
+    const params: ProcessStartParams = {
       processId,
-      argv,
+      argv: [...argv],
       cwd: options.cwd !== undefined ? toPathUri(options.cwd) : this.#info!.cwd,
       env: { ...(options.env ?? {}) },
       tty: options.tty ?? false,

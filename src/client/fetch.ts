@@ -8,6 +8,8 @@
  * @module
  */
 
+import type { RequestFn } from "../protocol/method_map.ts";
+import type { HttpRequestParams } from "../protocol/types.ts";
 import type { HttpBodyDeltaNotification, HttpResponseResult } from "../protocol/types.ts";
 
 interface BodyState {
@@ -103,7 +105,7 @@ export class BodyStreams {
 /** What `remoteFetch` needs from the client. */
 export interface FetchLink {
   /** Sends a request. */
-  request<T>(method: string, params: unknown): Promise<T>;
+  readonly request: RequestFn;
   /** Where bodies are fed. */
   readonly bodies: BodyStreams;
 }
@@ -136,7 +138,7 @@ export async function remoteFetch(
   const redirect = init?.redirect ?? request.redirect;
   const requestId = `f-${crypto.randomUUID()}`;
   const stream = link.bodies.register(requestId);
-  const params: Record<string, unknown> = {
+  const params: HttpRequestParams = {
     method: init?.method ?? request.method,
     url: request.url,
     headers: headerList(input, init),
@@ -147,7 +149,7 @@ export async function remoteFetch(
   if (body && body.length > 0) params.bodyBase64 = body.toBase64();
   let result: HttpResponseResult;
   try {
-    const answer = link.request<HttpResponseResult>("http/request", params);
+    const answer = link.request("http/request", params);
     result = signal
       ? await Promise.race([
         answer,

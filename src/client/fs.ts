@@ -12,6 +12,8 @@
  * @module
  */
 
+import type { MethodParams, MethodResult, RequestFn } from "../protocol/method_map.ts";
+import { Method, type MethodName } from "../protocol/methods.ts";
 import { RpcError } from "../jsonrpc/errors.ts";
 import { toPathUri } from "../protocol/path_uri.ts";
 import type {
@@ -25,7 +27,7 @@ import type {
 /** What the file API needs from the client. */
 export interface FsLink {
   /** Sends a request. */
-  request<T>(method: string, params: unknown): Promise<T>;
+  readonly request: RequestFn;
   /** True when the server advertises a capability. */
   supports(capability: string): boolean;
 }
@@ -218,13 +220,17 @@ export class RemoteFs {
     return new RemoteFs(this.#link, sandbox);
   }
 
-  async #call<T>(method: string, params: Record<string, unknown>): Promise<T> {
+  async #call<M extends MethodName>(
+    method: M,
+    params: MethodParams<M>,
+  ): Promise<MethodResult<M>> {
     try {
-      return await this.#link.request<T>(
+      // A confined view adds its sandbox to every call that takes one.
+      const withSandbox = this.#sandbox &&
+        !(params !== undefined && "handleId" in params && method !== Method.FsOpen);
+      return await this.#link.request(
         method,
-        this.#sandbox && !("handleId" in params && method !== "fs/open")
-          ? { ...params, sandbox: this.#sandbox }
-          : params,
+        withSandbox ? { ...params, sandbox: this.#sandbox } as MethodParams<M> : params,
       );
     } catch (error) {
       throw asDenoError(error);
@@ -289,7 +295,7 @@ export class RemoteFs {
       await using file = await this.open(path);
       return new Uint8Array(await new Response(file.readable).arrayBuffer());
     }
-    const { dataBase64 } = await this.#call<{ dataBase64: string }>("fs/readFile", {
+    const { dataBase64 } = await this.#call("fs/readFile", {
       path: toPathUri(path),
     });
     return Uint8Array.fromBase64(dataBase64);
@@ -321,7 +327,7 @@ export class RemoteFs {
    * target's type, dangling ones are left out.
    */
   async readDirectory(path: RemotePath): Promise<FsDirectoryEntry[]> {
-    const { entries } = await this.#call<{ entries: FsDirectoryEntry[] }>("fs/readDirectory", {
+    const { entries } = await this.#call("fs/readDirectory", {
       path: toPathUri(path),
     });
     return entries;
@@ -399,7 +405,7 @@ export class RemoteFs {
 
   /** The resolved real path (a `file:` URI). */
   async realPath(path: RemotePath): Promise<string> {
-    const { path: resolved } = await this.#call<{ path: string }>("fs/canonicalize", {
+    const { path: resolved } = await this.#call("fs/canonicalize", {
       path: toPathUri(path),
     });
     return resolved;

@@ -24,12 +24,14 @@
  * @module
  */
 
+import type { RequestFn } from "../protocol/method_map.ts";
 import { ConnectionClosedError } from "../jsonrpc/errors.ts";
 import type {
   OutputChunk,
   OutputStream,
   ProcessReadResult,
   ProcessSignalName,
+  ProcessTerminateParams,
 } from "../protocol/types.ts";
 
 /** How a remote process ended. */
@@ -62,7 +64,7 @@ export type RemoteProcessEvent =
 /** What a process handle needs from its client. */
 export interface ProcessLink {
   /** Sends a request on the current connection. */
-  request<T>(method: string, params: unknown): Promise<T>;
+  readonly request: RequestFn;
   /** True when the server supports a capability flag. */
   supports(capability: string): boolean;
   /** Forget the process (after it closed or failed). */
@@ -236,7 +238,7 @@ export class RemoteProcess implements AsyncDisposable {
     if (!this.#stdinPiped) throw new TypeError("stdin is not piped");
     this.#stdin ??= new WritableStream<Uint8Array>({
       write: async (chunk) => {
-        const { status } = await this.#link.request<{ status: string }>("process/write", {
+        const { status } = await this.#link.request("process/write", {
           processId: this.processId,
           chunk: chunk.toBase64(),
           writeId: `${this.processId}:${++this.#writeCounter}:${crypto.randomUUID()}`,
@@ -259,7 +261,8 @@ export class RemoteProcess implements AsyncDisposable {
    * `interrupt`.
    */
   async signal(signal: ProcessSignalName | Deno.Signal = "interrupt"): Promise<void> {
-    const name = DENO_SIGNALS[signal] ?? signal;
+    // A name the server does not know is sent as is: its error says so.
+    const name = (DENO_SIGNALS[signal] ?? signal) as ProcessSignalName;
     await this.#link.request("process/signal", { processId: this.processId, signal: name });
   }
 
@@ -270,9 +273,9 @@ export class RemoteProcess implements AsyncDisposable {
 
   /** Kills the process group; `graceMs` sends SIGTERM first where supported. */
   async terminate(graceMs?: number): Promise<boolean> {
-    const params: Record<string, unknown> = { processId: this.processId };
+    const params: ProcessTerminateParams = { processId: this.processId };
     if (graceMs !== undefined && this.#link.supports("terminateGrace")) params.graceMs = graceMs;
-    const { running } = await this.#link.request<{ running: boolean }>("process/terminate", params);
+    const { running } = await this.#link.request("process/terminate", params);
     return running;
   }
 
@@ -378,7 +381,7 @@ export class RemoteProcess implements AsyncDisposable {
     if (this.#finished || this.#filling) return;
     this.#filling = true;
     try {
-      const result = await this.#link.request<ProcessReadResult>("process/read", {
+      const result = await this.#link.request("process/read", {
         processId: this.processId,
         afterSeq: this.#nextSeq - 1,
       });
