@@ -129,64 +129,26 @@ function parseBoolEnv(name: string, value: string): boolean {
   throw new UsageError(`invalid value '${value}' for ${name}: expected true or false`, 2);
 }
 
-/** Parses and validates `serve` arguments (and the environment). */
-export function parseServeArgs(
-  args: string[],
-  env: Record<string, string | undefined> = Deno.env.toObject(),
-): ServeConfig | "help" {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: false,
-      strict: true,
-      options: {
-        listen: { type: "string" },
-        "concurrent-requests": { type: "string" },
-        "exit-on-stdin-close": { type: "boolean" },
-        "log-level": { type: "string" },
-        "process-retention": { type: "string" },
-        "session-ttl": { type: "string" },
-        "http-body-limit": { type: "string" },
-        "ws-auth": { type: "string" },
-        "ws-token-file": { type: "string" },
-        "ws-token-sha256": { type: "string" },
-        "ws-shared-secret-file": { type: "string" },
-        "ws-issuer": { type: "string" },
-        "ws-audience": { type: "string" },
-        "ws-max-clock-skew-seconds": { type: "string" },
-        "allow-unauthenticated": { type: "boolean" },
-        "network-proxy": { type: "string" },
-        "network-requirements": { type: "string" },
-        remote: { type: "string" },
-        "environment-id": { type: "string" },
-        name: { type: "string" },
-        "registration-bearer-stdin": { type: "boolean" },
-        "linux-sandbox-pid-namespace": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
-  const v = parsed.values;
-  if (v.help) return "help";
-  const listen = parseListen(v.listen ?? "ws://127.0.0.1:0");
-  const envExit = env.CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE;
-  const exitOnStdinClose = v["exit-on-stdin-close"] ??
-    (envExit === undefined
-      ? false
-      : parseBoolEnv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE", envExit));
+/** The WebSocket auth flags the serve parser saw (strings as given). */
+type AuthFlagValues = Partial<Record<(typeof AUTH_FLAGS)[number], string>>;
 
-  const authFlags = [
-    "ws-auth",
-    "ws-token-file",
-    "ws-token-sha256",
-    "ws-shared-secret-file",
-    "ws-issuer",
-    "ws-audience",
-    "ws-max-clock-skew-seconds",
-  ] as const;
+const AUTH_FLAGS = [
+  "ws-auth",
+  "ws-token-file",
+  "ws-token-sha256",
+  "ws-shared-secret-file",
+  "ws-issuer",
+  "ws-audience",
+  "ws-max-clock-skew-seconds",
+] as const;
+
+/**
+ * `--ws-auth` and the flags that go with each mode, checked as the
+ * reference checks them; returns how to build the listener's auth (secret
+ * files are read now, digests computed when listening).
+ */
+function parseAuthFlags(v: AuthFlagValues, listen: ListenTarget): () => Promise<WebSocketAuth> {
+  const authFlags = AUTH_FLAGS;
   const anyAuth = authFlags.some((f) => v[f] !== undefined);
   if (anyAuth && listen.kind === "stdio") {
     throw new UsageError("WebSocket auth requires a WebSocket listener, not stdio");
@@ -265,6 +227,60 @@ export function parseServeArgs(
       2,
     );
   }
+
+  return auth;
+}
+
+/** Parses and validates `serve` arguments (and the environment). */
+export function parseServeArgs(
+  args: string[],
+  env: Record<string, string | undefined> = Deno.env.toObject(),
+): ServeConfig | "help" {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: false,
+      strict: true,
+      options: {
+        listen: { type: "string" },
+        "concurrent-requests": { type: "string" },
+        "exit-on-stdin-close": { type: "boolean" },
+        "log-level": { type: "string" },
+        "process-retention": { type: "string" },
+        "session-ttl": { type: "string" },
+        "http-body-limit": { type: "string" },
+        "ws-auth": { type: "string" },
+        "ws-token-file": { type: "string" },
+        "ws-token-sha256": { type: "string" },
+        "ws-shared-secret-file": { type: "string" },
+        "ws-issuer": { type: "string" },
+        "ws-audience": { type: "string" },
+        "ws-max-clock-skew-seconds": { type: "string" },
+        "allow-unauthenticated": { type: "boolean" },
+        "network-proxy": { type: "string" },
+        "network-requirements": { type: "string" },
+        remote: { type: "string" },
+        "environment-id": { type: "string" },
+        name: { type: "string" },
+        "registration-bearer-stdin": { type: "boolean" },
+        "linux-sandbox-pid-namespace": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  const v = parsed.values;
+  if (v.help) return "help";
+  const listen = parseListen(v.listen ?? "ws://127.0.0.1:0");
+  const envExit = env.CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE;
+  const exitOnStdinClose = v["exit-on-stdin-close"] ??
+    (envExit === undefined
+      ? false
+      : parseBoolEnv("CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE", envExit));
+
+  const auth = parseAuthFlags(v, listen);
 
   const pidNamespace = v["linux-sandbox-pid-namespace"] ?? "isolate";
   if (pidNamespace !== "isolate" && pidNamespace !== "inherit") {
