@@ -90,10 +90,10 @@ export type JsonRpcMessage =
  */
 export class RawJson {
   /** The JSON text, in consecutive parts. */
-  readonly parts: readonly string[];
+  readonly parts: readonly JsonPart[];
 
   /** Wraps JSON text; the caller guarantees the parts form valid JSON. */
-  constructor(...parts: string[]) {
+  constructor(...parts: JsonPart[]) {
     this.parts = parts;
   }
 
@@ -107,6 +107,30 @@ export class RawJson {
     return JSON.parse(this.json);
   }
 }
+
+/**
+ * Bytes that appear in JSON text as their base64 (inside a string the
+ * caller opens and closes). The text is produced piece by piece straight
+ * into the output buffer, never as one string: a 64 MiB file reply does not
+ * also cost an 85 MiB JavaScript string.
+ */
+export class Base64Part {
+  /** Length of the base64 text (ASCII: also its UTF-8 length). */
+  readonly length: number;
+
+  /** Wraps `bytes` (not copied: they must not change until sent). */
+  constructor(readonly bytes: Uint8Array) {
+    this.length = Math.ceil(bytes.length / 3) * 4;
+  }
+
+  /** The whole base64 text (slow paths and in-process consumers). */
+  toString(): string {
+    return this.bytes.toBase64();
+  }
+}
+
+/** One piece of serialised JSON. */
+export type JsonPart = string | Base64Part;
 
 /**
  * Input that could not be turned into a message. The connection stays open;
@@ -253,7 +277,7 @@ function encodeId(id: RequestId | null): string {
   return JSON.stringify(id);
 }
 
-function pushValue(out: string[], value: unknown): void {
+function pushValue(out: JsonPart[], value: unknown): void {
   if (value instanceof RawJson) {
     out.push(...value.parts);
     return;
@@ -266,11 +290,11 @@ function pushValue(out: string[], value: unknown): void {
  * Serialises a message as compact JSON with `"jsonrpc":"2.0"` first, as
  * consecutive string parts. `bigint` ids are written as exact integers.
  */
-export function encodeMessageParts(msg: JsonRpcMessage): string[] {
+export function encodeMessageParts(msg: JsonRpcMessage): JsonPart[] {
   const m = msg as Partial<JsonRpcRequest & JsonRpcSuccess & JsonRpcFailure>;
   let head = '{"jsonrpc":"2.0"';
   if (m.id !== undefined) head += ',"id":' + encodeId(m.id);
-  const out: string[] = [];
+  const out: JsonPart[] = [];
   if (m.method !== undefined) {
     head += ',"method":' + JSON.stringify(m.method);
     const trace = m.id !== undefined && m.trace ? ',"trace":' + JSON.stringify(m.trace) : "";

@@ -16,7 +16,7 @@
  * @module
  */
 
-import { encodeMessageParts, type JsonRpcMessage } from "./message.ts";
+import { Base64Part, encodeMessageParts, type JsonPart, type JsonRpcMessage } from "./message.ts";
 import type { Framing } from "../util/framing.ts";
 
 export type { Framing } from "../util/framing.ts";
@@ -58,10 +58,22 @@ export interface OutputSink {
 const encoder = new TextEncoder();
 
 interface Pending {
-  parts: string[];
+  parts: JsonPart[];
   length: number;
   /** Set for a message framed in a batch of its own (options.alone). */
   alone?: JsonRpcMessage;
+}
+
+/** Input bytes per base64 piece (a multiple of 3: pieces need no padding). */
+const BASE64_PIECE = 3 * 64 * 1024;
+
+/** Writes the base64 of `bytes` into `out` at `at` piece by piece; returns the end. */
+function encodeBase64Into(bytes: Uint8Array, out: Uint8Array, at: number): number {
+  for (let i = 0; i < bytes.length; i += BASE64_PIECE) {
+    at += encoder.encodeInto(bytes.subarray(i, i + BASE64_PIECE).toBase64(), out.subarray(at))
+      .written;
+  }
+  return at;
 }
 
 /**
@@ -91,6 +103,10 @@ export function frameBatch(batch: Pending[], framing: Framing, scratch?: Uint8Ar
     let at = start;
     let ascii = true;
     for (const part of m.parts) {
+      if (part instanceof Base64Part) {
+        at = encodeBase64Into(part.bytes, out, at);
+        continue;
+      }
       const { read, written } = encoder.encodeInto(part, out.subarray(at, start + m.length));
       if (read !== part.length || written !== part.length) {
         ascii = false;

@@ -16,7 +16,7 @@ import type { ManagedProcess, ProcessSink } from "../process/managed_process.ts"
 import type { ProcessEvent } from "../process/output_log.ts";
 import { ServerNotification } from "../protocol/methods.ts";
 import type { ProcessClosedNotification, ProcessExitedNotification } from "../protocol/types.ts";
-import { RawJson } from "../jsonrpc/message.ts";
+import { Base64Part, RawJson } from "../jsonrpc/message.ts";
 
 /** Where a session sends notifications while attached. */
 export interface SessionAttachment {
@@ -52,7 +52,7 @@ export function eventNotification(
         `{"processId":${
           JSON.stringify(processId)
         },"seq":${event.seq},"stream":"${event.stream}","chunk":"`,
-        event.chunk.toBase64(),
+        new Base64Part(event.chunk),
         '"}',
       );
       return { method: ServerNotification.ProcessOutput, params };

@@ -48,7 +48,7 @@ import type { SandboxFsGateway } from "../../sandbox/fs_gateway.ts";
 import type { SandboxPlan } from "../../sandbox/policy.ts";
 import { planFor } from "./sandbox_plan.ts";
 import { ResourceKey } from "../resource_scope.ts";
-import { RawJson } from "../../jsonrpc/message.ts";
+import { Base64Part, RawJson } from "../../jsonrpc/message.ts";
 
 /** Room left in a message for the envelope around a file's base64. */
 const ENVELOPE_BYTES = 256;
@@ -158,7 +158,7 @@ export const fsMethods: MethodTable = {
       followSymlinks: p.followSymlinks,
       maxPayloadBytes: ctx.connection.resources.connection.maxMessageBytes - ENVELOPE_BYTES,
     });
-    return new RawJson('{"dataBase64":"', bytes.toBase64(), '"}');
+    return new RawJson('{"dataBase64":"', new Base64Part(bytes), '"}');
   }),
 
   [Method.FsWriteFile]: defineMethod(fsWriteFileParams, async (p, ctx) => {
