@@ -7,7 +7,6 @@ import {
   startProcess,
   text,
 } from "./helpers/wire_client.ts";
-import { delay } from "../src/util/async.ts";
 
 async function sha256Hex(bytes: Uint8Array): Promise<string> {
   return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>))
@@ -171,8 +170,8 @@ Deno.test("signals go to the process group; terminate kills the tree", async () 
   await using s = inProcessStdio();
   const c = s.client;
   await c.initialize();
+  // No wait: a signal sent before the child is its group's leader reaches it directly.
   await startProcess(c, "int", ["sleep", "30"]);
-  await delay(50);
   assertEquals(
     (await c.call("process/signal", { processId: "int", signal: "interrupt" })).result,
     {},
@@ -186,7 +185,6 @@ Deno.test("signals go to the process group; terminate kills the tree", async () 
     ]] as const
   ) {
     await startProcess(c, name, ["sleep", "30"]);
-    await delay(30);
     await c.request("process/signal", { processId: name, signal: name });
     assertEquals((await collectProcess(c, name)).exitCode, code, name);
   }
@@ -329,10 +327,14 @@ Deno.test("retention: a closed process is readable for the retention time, then 
   await collectProcess(c, "r");
   assert((await c.request("process/read", { processId: "r" })).closed);
   assertEquals((await startProcess(c, "r", ["true"])).error.message, "process r already exists");
-  await delay(500);
-  assertEquals(
-    (await c.call("process/read", { processId: "r" })).error.message,
-    "unknown process id r",
+  // Retained for a while after it closed, then forgotten.
+  assert(
+    await eventually(
+      async () =>
+        (await c.call("process/read", { processId: "r" })).error?.message ===
+          "unknown process id r",
+      5000,
+    ),
   );
   assertEquals(
     (await startProcess(c, "r", ["true"])).result.processId,

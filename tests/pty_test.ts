@@ -1,6 +1,7 @@
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import {
   collectProcess,
+  eventually,
   inProcessStdio,
   startProcess,
   text,
@@ -200,8 +201,10 @@ Deno.test({
       await c.request("process/terminate", { processId: `k${i}` });
       assertEquals((await collectProcess(c, `k${i}`, 5000)).exitCode, 137);
     }
-    await delay(100);
-    assert(fds() <= before, `terminal descriptors grew from ${before} to ${fds()}`);
+    assert(
+      await eventually(() => fds() <= before, 5000),
+      `terminal descriptors grew from ${before} to ${fds()}`,
+    );
   },
 });
 
