@@ -337,3 +337,32 @@ Deno.test("cli help: every command lists -h/--help and --version; remote flags w
     assertStringIncludes(text, "--remote <URL> --environment-id <ID>", c);
   }
 });
+
+Deno.test("cli relay: token create needs --kv, as its help says", async () => {
+  const help = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--unstable-kv", CLI, "relay", "--help"],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  const text = new TextDecoder().decode(help.stdout);
+  assertStringIncludes(text, "token create --role executor|harness --environment ID --kv PATH|URL");
+  const missing = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--unstable-kv",
+      CLI,
+      "relay",
+      "token",
+      "create",
+      "--role",
+      "harness",
+      "--environment",
+      "e",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assertEquals(missing.code, 2);
+  assertStringIncludes(new TextDecoder().decode(missing.stderr), "--kv PATH|URL is required");
+});

@@ -14,7 +14,7 @@ import { VERSION } from "../version.ts";
 
 /** Help text. */
 export const RELAY_USAGE = `Usage: exec-server relay --listen http://IP:PORT [OPTIONS]
-       exec-server relay token create --role executor|harness --environment ID [--kv PATH|URL]
+       exec-server relay token create --role executor|harness --environment ID --kv PATH|URL
 
 Serves the environment registry (register, validate, connect) and the
 rendezvous WebSockets on one port. Executors behind NAT register and dial out;
@@ -29,9 +29,9 @@ Options:
   --public-url <URL>          the URL clients reach this node at (default: the listen URL)
   --log-level <LEVEL>         diagnostics on stderr (default info)
 
-Tokens (stored hashed; print the token once):
-  relay token create --role executor --environment ID   for \`serve --remote\`
-  relay token create --role harness --environment ID    for clients (--remote ... --token-file)
+Tokens (stored hashed in the relay's --kv store, required; the token is printed once):
+  relay token create --role executor --environment ID --kv PATH   for \`serve --remote\`
+  relay token create --role harness --environment ID --kv PATH    for clients (--remote ... --token-file)
 `;
 
 function parseListen(value: string): { hostname: string; port: number } {
