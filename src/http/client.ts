@@ -15,6 +15,7 @@
  * @module
  */
 
+import { concatBytes } from "../util/bytes.ts";
 import { bodyStream, ByteSource, HttpBodyError, responseFraming } from "../util/http1_body.ts";
 
 export { HttpBodyError };
@@ -98,15 +99,7 @@ function serialiseRequest(request: HttpClientRequest, url: URL): Uint8Array {
   }
   parts.push(encoder.encode(text + "\r\n"));
   if (request.body && request.body.length > 0) parts.push(request.body);
-  let total = 0;
-  for (const part of parts) total += part.length;
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
+  return concatBytes(parts);
 }
 
 async function connect(url: URL, request: HttpClientRequest): Promise<Deno.Conn> {

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { concatBytes } from "../util/bytes.ts";
 import { RpcError } from "../jsonrpc/errors.ts";
 import { ErrorCode } from "../protocol/errors.ts";
 import type { HttpHeaderParam } from "../protocol/types.ts";
@@ -180,11 +181,5 @@ export async function readBody(
   } finally {
     reader.releaseLock();
   }
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.length;
-  }
-  return out;
+  return concatBytes(chunks, total);
 }

@@ -11,6 +11,7 @@
  * @module
  */
 
+import { concatBytes } from "../util/bytes.ts";
 import { type CloseInfo, closeLatch, type Connection } from "./connection.ts";
 import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink, ndjsonFraming } from "./output_sink.ts";
@@ -74,14 +75,7 @@ export class LineSplitter {
       let line = chunk.subarray(start, nl);
       if (this.#pendingLength > 0) {
         if (this.#pendingLength + line.length > this.maxLineBytes) return false;
-        const joined = new Uint8Array(this.#pendingLength + line.length);
-        let offset = 0;
-        for (const p of this.#pending) {
-          joined.set(p, offset);
-          offset += p.length;
-        }
-        joined.set(line, offset);
-        line = joined;
+        line = concatBytes([...this.#pending, line], this.#pendingLength + line.length);
         this.#pending = [];
         this.#pendingLength = 0;
       } else if (line.length > this.maxLineBytes) {
@@ -109,12 +103,7 @@ export class LineSplitter {
   /** Hands out the unfinished line (at end of input) and forgets it; `null` when none. */
   takeRest(): Uint8Array | null {
     if (this.#pendingLength === 0) return null;
-    const rest = new Uint8Array(this.#pendingLength);
-    let offset = 0;
-    for (const p of this.#pending) {
-      rest.set(p, offset);
-      offset += p.length;
-    }
+    const rest = concatBytes(this.#pending, this.#pendingLength);
     this.#pending = [];
     this.#pendingLength = 0;
     return rest;

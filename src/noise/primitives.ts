@@ -11,6 +11,7 @@
  * @module
  */
 
+import { concatBytes } from "../util/bytes.ts";
 import { loadOpenSslAesGcm } from "./aes_gcm_openssl.ts";
 
 interface Noble {
@@ -85,15 +86,7 @@ export function hkdf(ck: Uint8Array, ikm: Uint8Array, outputs: 2 | 3): Uint8Arra
 
 /** Concatenates byte arrays. */
 export function concat(...parts: Uint8Array[]): Uint8Array {
-  let n = 0;
-  for (const p of parts) n += p.length;
-  const out = new Uint8Array(n);
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
+  return concatBytes(parts);
 }
 
 /** An AEAD with its Noise nonce encoding. */

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { concatBytes } from "../util/bytes.ts";
 import type { DenialObserver } from "../process/managed_process.ts";
 
 /** Output the verdict looks at: the most recent bytes, both streams together. */
@@ -46,12 +47,7 @@ export class DenialDetector implements DenialObserver {
   denied(exitCode: number): boolean {
     if (exitCode === 0) return false;
     if (exitCode === SIGSYS_EXIT) return true;
-    const all = new Uint8Array(this.#bytes);
-    let at = 0;
-    for (const chunk of this.#chunks) {
-      all.set(chunk, at);
-      at += chunk.byteLength;
-    }
+    const all = concatBytes(this.#chunks, this.#bytes);
     const tail = all.subarray(Math.max(0, all.byteLength - DENIAL_TAIL_BYTES));
     const text = new TextDecoder().decode(tail).toLowerCase();
     return DENIAL_PHRASES.some((phrase) => text.includes(phrase));

@@ -13,6 +13,8 @@
  * @module
  */
 
+import { concatBytes } from "../util/bytes.ts";
+
 /** Most response-body bytes one dump holds. */
 export const DUMP_BODY_LIMIT = 64 * 1024 * 1024;
 
@@ -168,12 +170,7 @@ export class ResponseDump {
   async write(): Promise<void> {
     if (this.#written) return;
     this.#written = true;
-    const body = new Uint8Array(this.#size);
-    let offset = 0;
-    for (const chunk of this.#chunks) {
-      body.set(chunk, offset);
-      offset += chunk.length;
-    }
+    const body = concatBytes(this.#chunks, this.#size);
     this.#chunks = [];
     const doc: Record<string, unknown> = {
       status: this.#status,

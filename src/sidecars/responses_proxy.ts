@@ -20,6 +20,7 @@
  * @module
  */
 
+import { concatBytes } from "../util/bytes.ts";
 import { type HeaderField, httpRequest } from "../http/client.ts";
 import { type Http1Request, type Http1Response, serveHttp1 } from "../util/http1_server.ts";
 import { ExchangeDumper, type ResponseDump } from "./exchange_dump.ts";
@@ -113,13 +114,7 @@ async function readAll(
     if (size > limit) return null;
     chunks.push(chunk);
   }
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return out;
+  return concatBytes(chunks, size);
 }
 
 /** Starts the proxy on `127.0.0.1` (see the module documentation). */

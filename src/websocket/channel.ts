@@ -11,6 +11,7 @@
  * @module
  */
 
+import { concatBytes } from "../util/bytes.ts";
 import {
   applyMask,
   CloseCode,
@@ -185,15 +186,7 @@ export class WebSocketChannel {
   writeRaw(...chunks: Uint8Array[]): Promise<void> {
     if (this.#ended) return Promise.reject(new Error("WebSocket is closed"));
     if (chunks.length === 1) return this.#writer.write(chunks[0]!);
-    let size = 0;
-    for (const c of chunks) size += c.length;
-    const out = new Uint8Array(size);
-    let offset = 0;
-    for (const c of chunks) {
-      out.set(c, offset);
-      offset += c.length;
-    }
-    return this.#writer.write(out);
+    return this.#writer.write(concatBytes(chunks));
   }
 
   /**
@@ -236,18 +229,7 @@ export class WebSocketChannel {
         if (mask) applyMask(out.subarray(payloadOffset, payloadOffset + length), mask);
       },
       trailer: new Uint8Array(0),
-      frameSlow: (text) => {
-        const frames = this.encodeMessage(text);
-        let size = 0;
-        for (const f of frames) size += f.length;
-        const out = new Uint8Array(size);
-        let offset = 0;
-        for (const f of frames) {
-          out.set(f, offset);
-          offset += f.length;
-        }
-        return out;
-      },
+      frameSlow: (text) => concatBytes(this.encodeMessage(text)),
       maxFastPayload: this.maxFrameBytes,
     };
   }
@@ -517,12 +499,7 @@ export class WebSocketChannel {
         }
         this.#addFragment(frame.payload);
         if (!frame.fin) return null;
-        const total = new Uint8Array(this.#fragmentBytes);
-        let offset = 0;
-        for (const f of this.#fragments) {
-          total.set(f, offset);
-          offset += f.length;
-        }
+        const total = concatBytes(this.#fragments, this.#fragmentBytes);
         const opcode = this.#fragmentOpcode;
         this.#fragments = [];
         this.#fragmentBytes = 0;

@@ -2,6 +2,7 @@
 // text frames and shows exactly what is on the wire. It shares no framing
 // code with the package under test.
 
+import { concatBytes } from "../../src/util/bytes.ts";
 import { ExecServer, type ExecServerOptions } from "../../src/server/exec_server.ts";
 import { serveStdio } from "../../src/server/listen_stdio.ts";
 import { createLogger, type Logger, nullLogger } from "../../src/log/logger.ts";
@@ -324,13 +325,7 @@ export interface ProcessRun {
 
 /** The chunks joined into one array. */
 export function concat(chunks: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.length;
-  }
-  return out;
+  return concatBytes(chunks);
 }
 
 /** Collects a process's notifications until process/closed. */

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { concatBytes } from "../../util/bytes.ts";
+
 /** A bounded output collector; {@linkcode OutputTail.take} drains it. */
 export class OutputTail {
   #chunks: Uint8Array[] = [];
@@ -36,12 +38,7 @@ export class OutputTail {
 
   /** Returns the collected text and how many bytes were dropped, and resets. */
   take(): { text: string; omittedBytes: number } {
-    const all = new Uint8Array(this.#size);
-    let offset = 0;
-    for (const c of this.#chunks) {
-      all.set(c, offset);
-      offset += c.length;
-    }
+    const all = concatBytes(this.#chunks, this.#size);
     const result = { text: new TextDecoder().decode(all), omittedBytes: this.#dropped };
     this.#chunks = [];
     this.#size = 0;

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { concatBytes } from "../../util/bytes.ts";
 import { RpcError } from "../../jsonrpc/errors.ts";
 import { computeChildEnv } from "../../process/env_policy.ts";
 import { ManagedProcess, StdinWriteError } from "../../process/managed_process.ts";
@@ -175,13 +176,7 @@ async function captureOutput(
     await drainErr;
     const status = await child.status;
     if (overflow || status.code !== 0) return null;
-    const out = new Uint8Array(size);
-    let at = 0;
-    for (const c of chunks) {
-      out.set(c, at);
-      at += c.byteLength;
-    }
-    return out;
+    return concatBytes(chunks, size);
   } finally {
     clearTimeout(timer);
     // Whatever the login shell left running in its group goes with it.
