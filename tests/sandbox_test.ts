@@ -20,6 +20,7 @@ import {
 import { eventually, type Msg } from "./helpers/wire_client.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 import { seccompProgram } from "../src/sandbox/seccomp.ts";
+import { lexists as exists } from "../src/fs/metadata.ts";
 
 const available = sandboxSupport().available;
 if (!available) {
@@ -677,12 +678,3 @@ Deno.test("seccomp program: well-formed for both architectures, refusing by defa
   }
   assertEquals(seccompProgram("restricted", "mips"), null);
 });
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}

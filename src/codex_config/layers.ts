@@ -22,6 +22,7 @@
  * @module
  */
 
+import { lexists } from "../fs/metadata.ts";
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import { pathToUri } from "../protocol/path_uri.ts";
 import type {
@@ -143,15 +144,6 @@ export function selectPaths(table: TomlTable, paths: readonly string[][]): TomlT
   return out;
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function ancestors(dir: string): string[] {
   const out: string[] = [];
   let d = dir;
@@ -170,44 +162,42 @@ function join(dir: string, name: string): string {
 async function projectRoot(dir: string, markers: readonly string[]): Promise<string | null> {
   for (const d of ancestors(dir)) {
     for (const marker of markers) {
-      // `.git` counts only as a repository would (a file, or a directory
-      // with a HEAD): an empty `.git` directory marks nothing.
-      if (marker === ".git" ? await isRepository(d) : await exists(join(d, marker))) return d;
+      // `.git` counts only as a repository's (see repositoryKind).
+      const found = marker === ".git"
+        ? await repositoryKind(d) !== null
+        : await lexists(join(d, marker));
+      if (found) return d;
     }
   }
   return null;
 }
 
-/** Whether `dir/.git` is a repository's: a file (worktree, submodule) or a directory with a HEAD. */
-async function isRepository(dir: string): Promise<boolean> {
+/**
+ * What `dir/.git` is when it makes `dir` a repository: a directory with a
+ * `HEAD`, or a file (a worktree or submodule); null otherwise (an empty
+ * `.git` directory marks nothing).
+ */
+async function repositoryKind(dir: string): Promise<"directory" | "file" | null> {
   try {
     const info = await Deno.lstat(join(dir, ".git"));
-    return info.isDirectory ? await exists(join(dir, ".git/HEAD")) : true;
+    if (!info.isDirectory) return "file";
+    return await lexists(join(dir, ".git/HEAD")) ? "directory" : null;
   } catch {
-    return false;
+    return null;
   }
 }
 
 /**
- * The repository a directory's trust is looked up by: the nearest ancestor
- * whose `.git` is a file (a worktree or submodule) or a directory with a
- * `HEAD`; a linked worktree counts as its main repository.
+ * The repository a directory's trust is looked up by: the nearest
+ * repository around it; a linked worktree counts as its main repository.
  */
 async function gitRootForTrust(dir: string): Promise<string | null> {
   for (const d of ancestors(dir)) {
-    const dotGit = join(d, ".git");
-    let info: Deno.FileInfo;
+    const kind = await repositoryKind(d);
+    if (kind === null) continue;
+    if (kind === "directory") return d;
     try {
-      info = await Deno.lstat(dotGit);
-    } catch {
-      continue;
-    }
-    if (info.isDirectory) {
-      if (await exists(join(dotGit, "HEAD"))) return d;
-      continue;
-    }
-    try {
-      const text = await Deno.readTextFile(dotGit);
+      const text = await Deno.readTextFile(join(d, ".git"));
       const m = /^gitdir:\s*(\S.*?)\s*$/m.exec(text);
       const worktree = m ? /^(.*)\/\.git\/worktrees\/[^/]+$/.exec(m[1]!) : null;
       return worktree ? worktree[1] || "/" : d;
@@ -296,7 +286,7 @@ export async function readEnvironmentConfig(
     .reverse();
   for (const dir of dirs) {
     const file = join(join(dir, ".codex"), "config.toml");
-    if (!(await exists(file))) continue;
+    if (!(await lexists(file))) continue;
     const repo = await gitRootForTrust(dir);
     const trusted = trustOf(user?.projects, dir) ??
       (repo !== null ? trustOf(user?.projects, repo) : undefined) ?? false;

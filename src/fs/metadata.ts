@@ -78,3 +78,13 @@ export async function readDirectory(
     return entries;
   });
 }
+
+/** Whether `path` exists (a final symlink counts, dangling or not). */
+export async function lexists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

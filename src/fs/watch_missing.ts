@@ -10,21 +10,13 @@
  * @module
  */
 
-/** Existence check of a path (without following a final symlink). */
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { lexists } from "./metadata.ts";
 
 async function nearestExistingAncestor(path: string): Promise<string> {
   let current = path;
   while (current !== "/" && current !== "") {
     current = current.slice(0, current.lastIndexOf("/")) || "/";
-    if (await exists(current)) return current;
+    if (await lexists(current)) return current;
   }
   return "/";
 }
@@ -61,7 +53,7 @@ export class MissingPathWatch {
     this.#highestId = watchId;
     this.#cancel();
     const missing: string[] = [];
-    for (const p of paths) if (!(await exists(p))) missing.push(p);
+    for (const p of paths) if (!(await lexists(p))) missing.push(p);
     if (missing.length === 0 || watchId !== this.#highestId) return false;
     const ancestors = new Map<string, string>();
     for (const p of missing) ancestors.set(p, await nearestExistingAncestor(p));
@@ -97,7 +89,7 @@ export class MissingPathWatch {
   async #check(active: ActiveWatch): Promise<void> {
     if (active.fired || this.#active !== active) return;
     for (const path of active.paths) {
-      const appeared = (await exists(path)) ||
+      const appeared = (await lexists(path)) ||
         (await nearestExistingAncestor(path)) !== active.ancestors.get(path);
       if (appeared && !active.fired && this.#active === active) {
         active.fired = true;
