@@ -22,6 +22,7 @@
  * @module
  */
 
+import { loadToml } from "../util/toml.ts";
 import { lexists } from "../fs/metadata.ts";
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import { pathToUri } from "../protocol/path_uri.ts";
@@ -31,7 +32,7 @@ import type {
   EnvironmentConfigReadParams,
   EnvironmentConfigReadResult,
 } from "../protocol/types.ts";
-import { type TomlTable, writeToml } from "./toml_write.ts";
+import { isTable, type TomlTable, writeToml } from "./toml_write.ts";
 
 /** Where the layers are looked for (tests point these at a scratch tree). */
 export interface ConfigLocations {
@@ -54,9 +55,6 @@ export function defaultConfigLocations(): ConfigLocations {
       : `${home.replace(/\/+$/, "")}/.codex`,
   };
 }
-
-type Toml = typeof import("smol-toml");
-let toml: Toml | null = null;
 
 interface ParseFailure {
   readonly line: number;
@@ -92,7 +90,7 @@ async function readTable(path: string, kind: Kind): Promise<TomlTable | null> {
     }
     throw failure(`${path}: ${(error as Error).message}`);
   }
-  toml ??= await import("smol-toml");
+  const toml = await loadToml();
   try {
     return toml.parse(text, { integersAsBigInt: true }) as TomlTable;
   } catch (error) {
@@ -112,10 +110,6 @@ function failure(message: string): RpcError {
     JsonRpcCode.InternalError,
     `failed to load executor-local config: ${message}`,
   );
-}
-
-function isTable(v: unknown): v is TomlTable {
-  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 }
 
 /**

@@ -9,13 +9,16 @@
  * @module
  */
 
+import { isRecord } from "../util/record.ts";
+
 /** A parsed TOML table. */
 export type TomlTable = { [key: string]: TomlValue };
 /** A parsed TOML value. */
 export type TomlValue = string | number | bigint | boolean | Date | TomlValue[] | TomlTable;
 
-function isTable(v: unknown): v is TomlTable {
-  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+/** A TOML table: an object that is neither an array nor a date. */
+export function isTable(v: unknown): v is TomlTable {
+  return isRecord(v) && !(v instanceof Date);
 }
 
 function isTableArray(v: unknown): v is TomlTable[] {

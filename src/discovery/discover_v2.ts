@@ -22,6 +22,8 @@
  * @module
  */
 
+import { isRecord } from "../util/record.ts";
+import { loadToml } from "../util/toml.ts";
 import { pathToUri } from "../protocol/path_uri.ts";
 import type {
   CapabilitiesDiscoverResult,
@@ -31,20 +33,15 @@ import type {
   SkillDependencies,
   SkillPolicy,
 } from "../protocol/types.ts";
-import { SCAN_LIMITS, type TreeReader } from "./roots.ts";
+import { readCapabilityFile, SCAN_OPTIONS, type TreeReader } from "./roots.ts";
 
 const INCOMPLETE = "some capability metadata could not be loaded; discovery may be incomplete";
-const decoder = new TextDecoder();
 
 type Yaml = typeof import("yaml");
-type Toml = typeof import("smol-toml");
 let yaml: Yaml | null = null;
-let toml: Toml | null = null;
 
 function record(v: unknown): Record<string, unknown> | null {
-  return typeof v === "object" && v !== null && !Array.isArray(v)
-    ? v as Record<string, unknown>
-    : null;
+  return isRecord(v) ? v : null;
 }
 
 function text(v: unknown): string | null {
@@ -94,13 +91,14 @@ interface Scan {
   incomplete: boolean;
 }
 
+/** A file the answer carries; null when it is too large or unreadable. */
+async function readFile(scan: Scan, path: string): Promise<CapabilityFile | null> {
+  const got = await readCapabilityFile(scan.reader, path);
+  return "file" in got ? got.file : null;
+}
+
 async function readText(scan: Scan, path: string): Promise<string | null> {
-  try {
-    if ((await scan.reader.size(path)) > SCAN_LIMITS.fileBytes) return null;
-    return decoder.decode(await scan.reader.readFile(path));
-  } catch {
-    return null;
-  }
+  return (await readFile(scan, path))?.contents ?? null;
 }
 
 async function isDirectory(reader: TreeReader, path: string): Promise<boolean> {
@@ -117,13 +115,7 @@ async function skillsUnder(
   dir: string,
 ): Promise<Array<Omit<DiscoveredSkill, "discoveryRoot">>> {
   if (!(await isDirectory(scan.reader, dir))) return [];
-  const listing = await scan.reader.walk(dir, {
-    maxDepth: SCAN_LIMITS.depth + 1,
-    maxDirectories: SCAN_LIMITS.directories,
-    maxEntries: SCAN_LIMITS.entries,
-    followDirectorySymlinks: true,
-    pruneHiddenDirectories: false,
-  });
+  const listing = await scan.reader.walk(dir, SCAN_OPTIONS);
   const files = new Set(listing.entries.filter((e) => e.kind === "file").map((e) => e.path));
   const paths = [...files].filter((p) => p.endsWith("/SKILL.md")).sort((a, b) =>
     a < b ? -1 : a > b ? 1 : 0
@@ -193,10 +185,7 @@ async function plugin(scan: Scan, codexHome: string, id: string): Promise<Discov
   const version = versions.at(-1);
   if (version === undefined) return null;
   const root = `${base}/${version}`;
-  const file = async (path: string): Promise<CapabilityFile | null> => {
-    const contents = await readText(scan, path);
-    return contents === null ? null : { path: pathToUri(path), contents };
-  };
+  const file = (path: string) => readFile(scan, path);
   const manifest = await file(`${root}/.codex-plugin/plugin.json`);
   if (!manifest) {
     scan.incomplete = true;
@@ -233,7 +222,7 @@ export async function discoverCapabilities(
   reader: TreeReader,
 ): Promise<CapabilitiesDiscoverResult> {
   yaml ??= await import("yaml");
-  toml ??= await import("smol-toml");
+  const toml = await loadToml();
   const scan: Scan = { reader, incomplete: false };
   const skillsRoot = `${codexHome}/skills`;
   const skills: DiscoveredSkill[] = (await skillsUnder(scan, skillsRoot)).map((s) => ({

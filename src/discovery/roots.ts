@@ -58,6 +58,32 @@ export const SCAN_LIMITS = {
 
 const decoder = new TextDecoder();
 
+/** How a capability tree is listed: hidden directories too, links followed, {@linkcode SCAN_LIMITS}. */
+export const SCAN_OPTIONS: FsWalkOptions = {
+  // Files sit one level below the deepest directory read.
+  maxDepth: SCAN_LIMITS.depth + 1,
+  maxDirectories: SCAN_LIMITS.directories,
+  maxEntries: SCAN_LIMITS.entries,
+  followDirectorySymlinks: true,
+  pruneHiddenDirectories: false,
+};
+
+/** One capability file, or why it was skipped (too large, unreadable). */
+export async function readCapabilityFile(
+  reader: TreeReader,
+  path: string,
+): Promise<{ file: CapabilityFile } | { warning: string }> {
+  const uri = pathToUri(path);
+  try {
+    if ((await reader.size(path)) > SCAN_LIMITS.fileBytes) {
+      return { warning: `capability file ${uri} exceeds the ${SCAN_LIMITS.fileBytes}-byte limit` };
+    }
+    return { file: { path: uri, contents: decoder.decode(await reader.readFile(path)) } };
+  } catch (error) {
+    return { warning: `failed to read capability file ${uri}: ${errorText(error)}` };
+  }
+}
+
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
@@ -86,14 +112,7 @@ export async function discoverRoot(
     result.error = `failed to inspect capability root ${result.path}: ${errorText(error)}`;
     return result;
   }
-  const listing = await reader.walk(root, {
-    // Files sit one level below the deepest directory read.
-    maxDepth: SCAN_LIMITS.depth + 1,
-    maxDirectories: SCAN_LIMITS.directories,
-    maxEntries: SCAN_LIMITS.entries,
-    followDirectorySymlinks: true,
-    pruneHiddenDirectories: false,
-  });
+  const listing = await reader.walk(root, SCAN_OPTIONS);
   for (const e of listing.errors) {
     result.warnings.push(`failed to scan capability path ${pathToUri(e.path)}: ${e.message}`);
   }
@@ -102,19 +121,10 @@ export async function discoverRoot(
   }
   const files = new Set(listing.entries.filter((e) => e.kind === "file").map((e) => e.path));
   const read = async (path: string): Promise<CapabilityFile | null> => {
-    const uri = pathToUri(path);
-    try {
-      if ((await reader.size(path)) > SCAN_LIMITS.fileBytes) {
-        result.warnings.push(
-          `capability file ${uri} exceeds the ${SCAN_LIMITS.fileBytes}-byte limit`,
-        );
-        return null;
-      }
-      return { path: uri, contents: decoder.decode(await reader.readFile(path)) };
-    } catch (error) {
-      result.warnings.push(`failed to read capability file ${uri}: ${errorText(error)}`);
-      return null;
-    }
+    const got = await readCapabilityFile(reader, path);
+    if ("file" in got) return got.file;
+    result.warnings.push(got.warning);
+    return null;
   };
   const sorted = [...files].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   const base = root === "/" ? "" : root;

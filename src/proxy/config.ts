@@ -6,6 +6,7 @@
  * @module
  */
 
+import { isRecord } from "../util/record.ts";
 import { isIPv4, isIPv6 } from "node:net";
 import { formatHostPort, isLoopbackHost } from "../util/host.ts";
 import { normalizePattern } from "./domain_pattern.ts";
@@ -135,10 +136,7 @@ const BOOLEANS = [
   "dangerously_allow_plaintext_credential_injection",
 ] as const;
 
-/** True for a plain table (an object that is not an array). */
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+export { isRecord };
 
 function stringMap<T extends string>(
   key: string,

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { loadToml } from "../util/toml.ts";
 import {
   type InjectHeaderConfig,
   isRecord,
@@ -22,14 +23,6 @@ import {
   type NetworkRequirements,
   parseNetworkRequirements,
 } from "./constraints.ts";
-
-type Toml = typeof import("smol-toml");
-let toml: Toml | null = null;
-
-async function loadToml(): Promise<Toml> {
-  toml ??= await import("smol-toml");
-  return toml;
-}
 
 function profileNetwork(network: Record<string, unknown>): Record<string, unknown> {
   const { mitm, ...rest } = network;
