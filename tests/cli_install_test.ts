@@ -1,6 +1,7 @@
 import { assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import { CLI, firstLine, ROOT } from "./helpers/wire_client.ts";
 import { VERSION } from "../src/version.ts";
+import { mcpInitialize } from "./helpers/mcp.ts";
 
 const dec = new TextDecoder();
 
@@ -46,16 +47,7 @@ Deno.test("install from a checkout: the installed command runs every kind of sub
     // mcp: the MCP SDK resolves through the installed import map.
     const mcp = await run(
       ["mcp"],
-      JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: {
-          protocolVersion: "2025-06-18",
-          capabilities: {},
-          clientInfo: { name: "t", version: "1" },
-        },
-      }) + "\n",
+      JSON.stringify(mcpInitialize()) + "\n",
     );
     assertEquals(mcp.code, 0, mcp.stderr);
     assertEquals(JSON.parse(mcp.stdout.split("\n")[0]!).result.serverInfo.name, "exec-server");

@@ -13,6 +13,7 @@ import { ExecServer } from "../src/server/exec_server.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "./helpers/assert.ts";
 import { CLI, jsonLines } from "./helpers/wire_client.ts";
+import { mcpInitialize } from "./helpers/mcp.ts";
 
 interface ToolResult {
   content: Array<{ type: string; text?: string }>;
@@ -336,16 +337,7 @@ Deno.test("exec-server mcp: the real command over stdio", async () => {
   const lines = jsonLines(child.stdout);
   const next = () => lines.next();
   const send = (m: unknown) => writer.write(new TextEncoder().encode(JSON.stringify(m) + "\n"));
-  await send({
-    jsonrpc: "2.0",
-    id: 1,
-    method: "initialize",
-    params: {
-      protocolVersion: "2025-06-18",
-      capabilities: {},
-      clientInfo: { name: "t", version: "1" },
-    },
-  });
+  await send(mcpInitialize());
   const init = await next();
   assertEquals(init.result.serverInfo.name, "exec-server");
   await send({ jsonrpc: "2.0", method: "notifications/initialized" });
@@ -365,16 +357,7 @@ Deno.test("exec-server mcp: the real command over stdio", async () => {
 
 Deno.test("exec-server mcp: requests piped with end of input are all answered before exit", async () => {
   const script = [
-    {
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-06-18",
-        capabilities: {},
-        clientInfo: { name: "t", version: "1" },
-      },
-    },
+    mcpInitialize(),
     { jsonrpc: "2.0", method: "notifications/initialized" },
     {
       jsonrpc: "2.0",

@@ -16,6 +16,7 @@ import { ExecServer } from "../src/server/exec_server.ts";
 import { startResponsesProxy } from "../src/sidecars/responses_proxy.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./helpers/assert.ts";
 import { raw, recordingUpstream } from "./helpers/proxy.ts";
+import { mcpInitialize } from "./helpers/mcp.ts";
 
 const encoder = new TextEncoder();
 
@@ -200,16 +201,7 @@ Deno.test("security mcp --http: web pages are refused on every bind address (Ori
       try {
         const port = http.addr.port;
         const target = hostname === "0.0.0.0" ? "127.0.0.1" : hostname;
-        const init = JSON.stringify({
-          jsonrpc: "2.0",
-          id: 1,
-          method: "initialize",
-          params: {
-            protocolVersion: "2025-06-18",
-            capabilities: {},
-            clientInfo: { name: "page", version: "1" },
-          },
-        });
+        const init = JSON.stringify(mcpInitialize(1, "page"));
         const post = (headers: Record<string, string>) =>
           raw(
             port,
