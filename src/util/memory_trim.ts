@@ -84,7 +84,7 @@ export class MemoryTrimmer {
   #lastWork = 0;
   /** The smallest resident size seen at start or after a trim. */
   #floor = residentBytes();
-  #delay = 1000;
+  #delay: number;
   #running: Promise<unknown> | null = null;
   #closed = false;
   readonly #quietMs: number;
