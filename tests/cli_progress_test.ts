@@ -53,10 +53,15 @@ async function cli(args: string[]) {
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
 
-/** Runs `command` under `script` (a pseudo-terminal) until `until` shows up. */
+/**
+ * Runs `command` under `script` (a pseudo-terminal) until `until` shows up. The command is
+ * `exec`ed by a fixed `/bin/sh`, so a Ctrl-C reaches our process, never a shell in between
+ * (dash dies of SIGINT and `script` would report 130 whatever the server did).
+ */
 async function onTerminal(command: string, until: string, interrupt = false): Promise<string> {
   const child = new Deno.Command("script", {
-    args: ["-qec", command, "/dev/null"],
+    args: ["-qec", `exec ${command}`, "/dev/null"],
+    env: { SHELL: "/bin/sh" },
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
