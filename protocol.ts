@@ -25,6 +25,7 @@ export {
   Method,
   type MethodName,
   ServerNotification,
+  ServerRequest,
 } from "./src/protocol/methods.ts";
 export type {
   EmptyResult,

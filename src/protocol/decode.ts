@@ -34,7 +34,8 @@ export interface Decoder<T> {
 /** How serde describes an unexpected value. */
 export const describe: (value: unknown) => string = describeJsonType;
 
-function typeError(value: unknown, expected: string, path: string): never {
+/** Throws serde's `invalid type: …, expected …`. */
+export function typeError(value: unknown, expected: string, path: string): never {
   throw new DecodeError(`invalid type: ${describe(value)}, expected ${expected}`, path);
 }
 

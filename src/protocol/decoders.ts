@@ -20,6 +20,7 @@ import {
   string,
   struct,
   tagged,
+  typeError,
   u16,
   u64,
   unit,
@@ -52,6 +53,7 @@ import type {
   HttpHeaderParam,
   HttpRequestParams,
   InitializeParams,
+  NetworkProxyLaunch,
   ProcessCloseStdinParams,
   ProcessFlowParams,
   ProcessMetadata,
@@ -60,6 +62,7 @@ import type {
   ProcessSignalName,
   ProcessSignalParams,
   ProcessTerminateParams,
+  RemoteNetworkProxyConfig,
   SandboxAccess,
   SandboxEntry,
   SandboxFileSystem,
@@ -93,7 +96,7 @@ export interface DecodedProcessStart {
   sandbox?: FileSystemSandboxContext;
   enforceManagedNetwork: boolean;
   managedNetwork?: unknown;
-  networkProxy?: unknown;
+  networkProxy?: NetworkProxyLaunch | null;
   rows?: number;
   cols?: number;
 }
@@ -306,6 +309,86 @@ const shellSnapshot: Decoder<ShellSnapshotParams> = (v, path) => {
   return params;
 };
 
+/** Prefix of every semantic error in a launch config (the reference's wording). */
+const PROXY_CONFIG_ERROR = "invalid network proxy config";
+
+/** A serde unit-variant enum that also accepts the `{"variant": null}` map form. */
+function unitEnum<const V extends string>(variants: readonly V[]): Decoder<V> {
+  const name = variant(variants);
+  return (v, path) => {
+    if (typeof v === "string") return name(v, path);
+    if (v === null || typeof v !== "object" || Array.isArray(v)) {
+      typeError(v, "string or map", path);
+    }
+    const entries = Object.entries(v as Record<string, unknown>);
+    if (entries.length !== 1) {
+      throw new DecodeError("invalid value: map, expected map with a single key", path);
+    }
+    const [key, inner] = entries[0]!;
+    const chosen = name(key, path);
+    if (inner !== null) typeError(inner, "unit", join(path, key));
+    return chosen;
+  };
+}
+
+/** Patterns a launch config may name: host names, IP literals and globs. */
+const DOMAIN_PATTERN_SYNTAX = /^[A-Za-z0-9._*?:\[\]{},-]+$/;
+
+function checkDomainPattern(pattern: string, path: string): void {
+  if (pattern.trim() === "") {
+    throw new DecodeError(`${PROXY_CONFIG_ERROR}: domain pattern is empty`, path);
+  }
+  if (!DOMAIN_PATTERN_SYNTAX.test(pattern)) {
+    throw new DecodeError(
+      `${PROXY_CONFIG_ERROR}: unsupported domain pattern syntax: ${pattern}`,
+      path,
+    );
+  }
+}
+
+const remoteProxyConfig = struct<RemoteNetworkProxyConfig>("RemoteNetworkProxyConfig", {
+  enabled: boolean,
+  enableSocks5: boolean,
+  enableSocks5Udp: boolean,
+  allowUpstreamProxy: boolean,
+  dangerouslyAllowAllUnixSockets: boolean,
+  mode: unitEnum(["limited", "full"]),
+  allowLocalBinding: boolean,
+  domains: optional(record(unitEnum(["none", "allow", "deny"]))),
+  reviewDomains: optional(array(string)),
+  unixSockets: optional(record(unitEnum(["allow", "deny"]))),
+});
+
+/** `process/start.networkProxy`, with the reference's semantic checks. */
+const networkProxyLaunch: Decoder<NetworkProxyLaunch> = (v, path) => {
+  const launch = struct<NetworkProxyLaunch>("RemoteNetworkProxyLaunchConfig", {
+    proxy: remoteProxyConfig,
+    policyDecisionTimeoutMs: optional(u64),
+    environmentId: optional(string),
+    executionId: optional(string),
+  })(v, path);
+  if (launch.policyDecisionTimeoutMs === 0) {
+    throw new DecodeError(
+      "network policy decision callback timeout must be nonzero",
+      join(path, "policyDecisionTimeoutMs"),
+    );
+  }
+  const proxyPath = join(path, "proxy");
+  if (!launch.proxy.enabled) {
+    throw new DecodeError(
+      `${PROXY_CONFIG_ERROR}: executor-local network proxy launch requires an enabled proxy`,
+      join(proxyPath, "enabled"),
+    );
+  }
+  for (const pattern of Object.keys(launch.proxy.domains ?? {})) {
+    checkDomainPattern(pattern, join(proxyPath, "domains"));
+  }
+  for (const pattern of launch.proxy.reviewDomains ?? []) {
+    checkDomainPattern(pattern, join(proxyPath, "reviewDomains"));
+  }
+  return launch;
+};
+
 /** `process/start`. */
 export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
   processId: string,
@@ -321,7 +404,7 @@ export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
   sandbox,
   enforceManagedNetwork: withDefault(boolean, false),
   managedNetwork: optional(unknownValue),
-  networkProxy: optional(unknownValue),
+  networkProxy: nullable(networkProxyLaunch),
   rows: optional(u16),
   cols: optional(u16),
 });

@@ -50,6 +50,12 @@ export const ServerNotification = {
   ProcessClosed: "process/closed",
   HttpBodyDelta: "http/request/bodyDelta",
   FsMissingChanged: "fs/missingChanged",
+  NetworkPolicyDecision: "network/policyDecision",
+} as const;
+
+/** Requests the server sends the client (a client must answer them). */
+export const ServerRequest = {
+  NetworkPolicyRequest: "network/policyRequest",
 } as const;
 
 /** Any request method name. */

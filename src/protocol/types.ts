@@ -418,8 +418,12 @@ export interface ProcessStartParams {
   enforceManagedNetwork?: boolean;
   /** Managed network settings. */
   managedNetwork?: unknown;
-  /** Executor-local network proxy launch (served by `--network-proxy`). */
-  networkProxy?: unknown;
+  /**
+   * An executor-local egress proxy for this process alone (`networkProxyLaunch`):
+   * started before the child, its address put in the child's proxy variables,
+   * stopped when the process closes.
+   */
+  networkProxy?: NetworkProxyLaunch | null;
   /** Extension: terminal rows (default 24). */
   rows?: number;
   /** Extension: terminal columns (default 80). */
@@ -991,4 +995,98 @@ export interface FileSystemSandboxContext {
   policyContext?: SandboxPolicyContext | null;
   /** The user's home directory (`file:` URI). */
   userHomeDir?: string | null;
+}
+
+/** A domain's entry in a launched proxy's policy. */
+export type NetworkDomainPermission = "none" | "allow" | "deny";
+
+/** The policy of a per-process proxy (`process/start.networkProxy.proxy`). */
+export interface RemoteNetworkProxyConfig {
+  /** Must be true: a launch always runs a proxy. */
+  enabled: boolean;
+  /** Also listen for SOCKS5 (`ALL_PROXY`). */
+  enableSocks5: boolean;
+  /** Allow SOCKS5 UDP ASSOCIATE. */
+  enableSocks5Udp: boolean;
+  /** Chain through the server's own `HTTP(S)_PROXY`. */
+  allowUpstreamProxy: boolean;
+  /** macOS only; refused requests here. */
+  dangerouslyAllowAllUnixSockets: boolean;
+  /** `full`: every method; `limited`: GET, HEAD and OPTIONS only. */
+  mode: "limited" | "full";
+  /** Loopback and private destinations allowed. */
+  allowLocalBinding: boolean;
+  /** Domain pattern → permission. */
+  domains?: Record<string, NetworkDomainPermission>;
+  /** Domains asked about (`network/policyRequest`) even when allowed. */
+  reviewDomains?: string[];
+  /** Unix socket path → permission (macOS only). */
+  unixSockets?: Record<string, "allow" | "deny">;
+}
+
+/** `process/start.networkProxy`. */
+export interface NetworkProxyLaunch {
+  /** The proxy's policy. */
+  proxy: RemoteNetworkProxyConfig;
+  /**
+   * When set, hosts the policy does not allow (and review domains) are put to
+   * the client as `network/policyRequest`; no answer within this time denies.
+   */
+  policyDecisionTimeoutMs?: number;
+  /** The environment the process belongs to (audit only). */
+  environmentId?: string;
+  /** The execution the process belongs to (audit only). */
+  executionId?: string;
+}
+
+/** What a `network/policyRequest` asks about. */
+export interface NetworkPolicyQuestion {
+  /** `http`, `https_connect`, `socks5_tcp` or `socks5_udp`. */
+  protocol: "http" | "https_connect" | "socks5_tcp" | "socks5_udp";
+  /** The destination host as the child named it. */
+  host: string;
+  /** The destination port. */
+  port: number;
+}
+
+/** Server → client request `network/policyRequest`. */
+export interface NetworkPolicyRequestParams {
+  /** The process whose proxy asks. */
+  processId: string;
+  /** The destination. */
+  request: NetworkPolicyQuestion;
+}
+
+/** The client's answer to `network/policyRequest`. */
+export interface NetworkPolicyRequestResult {
+  /** Allow, deny (with a reason) or ask (denied now, with a reason). */
+  decision: { type: "allow" } | { type: "deny"; reason: string } | { type: "ask"; reason: string };
+}
+
+/** Server notification `network/policyDecision`: one per policy decision of a launched proxy. */
+export interface NetworkPolicyDecisionNotification {
+  /** The process whose proxy decided. */
+  processId: string;
+  /** RFC 3339 with milliseconds. */
+  timestamp: string;
+  /** `domain` for host policy, `non_domain` for mode and state guards. */
+  scope: "domain" | "non_domain";
+  /** `allow`, `deny` or `ask`. */
+  decision: "allow" | "deny" | "ask";
+  /** `baseline_policy`, `mode_guard`, `proxy_state` or `decider`. */
+  source: string;
+  /** Why (`allow` for baseline allows). */
+  reason: string;
+  /** The protocol. */
+  protocol: string;
+  /** The destination host. */
+  host: string;
+  /** The destination port. */
+  port: number;
+  /** The HTTP method (`CONNECT` for tunnels); absent for SOCKS5. */
+  method?: string;
+  /** The child's address as the proxy saw it. */
+  client: string;
+  /** A client's allow overriding the policy. */
+  policyOverride: boolean;
 }

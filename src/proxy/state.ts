@@ -28,7 +28,7 @@ import {
   type PolicyDecisionInput,
   violationLogLine,
 } from "./decision.ts";
-import { normalizePattern } from "./domain_pattern.ts";
+import { compileDomainPatterns, type DomainMatcher, normalizePattern } from "./domain_pattern.ts";
 import {
   NetworkConstraintError,
   type NetworkProxyConstraints,
@@ -83,6 +83,8 @@ export interface NetworkProxyStateOptions {
   readonly observer?: (record: BlockedRequest) => void | Promise<void>;
   /** Receives every audit event (default: logged at info). */
   readonly audit?: (event: PolicyDecisionEvent) => void;
+  /** Told of every policy decision as it is made (besides the audit event). */
+  readonly onDecision?: (decision: PolicyDecisionInput, at: Date) => void;
   /** Identity fields for audit events. */
   readonly auditMetadata?: AuditMetadata;
   /** Name resolution for policy checks and dials. */
@@ -97,6 +99,11 @@ export interface NetworkProxyStateOptions {
   readonly constraints?: NetworkProxyConstraints;
   /** Allow-list misses are denied outright: the decider is never asked. */
   readonly managedAllowedDomainsOnly?: boolean;
+  /**
+   * Domain patterns the decider is asked about even when the allow list
+   * covers them (never when the deny list or the local rule refuses them).
+   */
+  readonly reviewDomains?: readonly string[];
 }
 
 /** See the module documentation. */
@@ -105,6 +112,7 @@ export class NetworkProxyState {
   readonly #blocked = new BlockedRequests();
   readonly #options: NetworkProxyStateOptions;
   readonly #logger: Logger;
+  readonly #review: DomainMatcher | null;
   /** Name resolution used for policy checks and dials. */
   readonly resolver: HostResolver;
 
@@ -115,6 +123,9 @@ export class NetworkProxyState {
     this.resolver = options.resolver ?? systemResolver;
     if (options.constraints) validatePolicyAgainstConstraints(config, options.constraints);
     this.#state = buildConfigState(config, options.env);
+    this.#review = options.reviewDomains?.length
+      ? compileDomainPatterns(options.reviewDomains, { allowGlobal: true })
+      : null;
   }
 
   /** The managed constraints (empty when unmanaged). */
@@ -219,7 +230,13 @@ export class NetworkProxyState {
 
   /** Emits an audit event. */
   audit(input: PolicyDecisionInput): void {
-    const event = policyDecisionEvent(input, this.#options.auditMetadata);
+    const now = new Date();
+    const event = policyDecisionEvent(input, this.#options.auditMetadata, now);
+    try {
+      this.#options.onDecision?.(input, now);
+    } catch (error) {
+      this.#logger.warn("proxy.decision_observer_failed", { error: (error as Error).message });
+    }
     if (this.#options.audit) this.#options.audit(event);
     else this.#logger.info(POLICY_DECISION_EVENT, event);
   }
@@ -240,17 +257,17 @@ export class NetworkProxyState {
       client: request.clientAddr,
       executionId: request.executionId,
     };
-    if (verdict.allowed) {
+    const decider = this.#options.managedAllowedDomainsOnly ? undefined : this.#options.decider;
+    const reviewed = verdict.allowed && decider !== undefined &&
+      (this.#review?.matches(normalizeHost(request.host)) ?? false);
+    if (verdict.allowed && !reviewed) {
       this.audit({ ...base, decision: "allow", source: "baseline_policy", reason: "allow" });
       return { allow: true };
     }
-    if (
-      verdict.reason === "not_allowed" && this.#options.decider &&
-      !this.#options.managedAllowedDomainsOnly
-    ) {
+    if (decider && (reviewed || (!verdict.allowed && verdict.reason === "not_allowed"))) {
       let answer: NetworkDecision;
       try {
-        answer = await this.#options.decider(request);
+        answer = await decider(request);
       } catch (error) {
         this.#logger.warn("proxy.decider_failed", { error: (error as Error).message });
         answer = { allow: false, reason: "not_allowed", source: "decider", decision: "deny" };
@@ -274,8 +291,9 @@ export class NetworkProxyState {
       });
       return decided;
     }
-    this.audit({ ...base, decision: "deny", source: "baseline_policy", reason: verdict.reason });
-    return { allow: false, reason: verdict.reason, source: "baseline_policy", decision: "deny" };
+    const reason = verdict.allowed ? "not_allowed" : verdict.reason;
+    this.audit({ ...base, decision: "deny", source: "baseline_policy", reason });
+    return { allow: false, reason, source: "baseline_policy", decision: "deny" };
   }
 
   /** Records a blocked request (ring, total, violation log line, observer). */

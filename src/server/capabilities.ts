@@ -26,8 +26,10 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
   const has = (method: string) => inputs.methods.has(method);
   const processes = has(Method.ProcessStart);
   return {
-    networkProxyLaunch: false,
-    networkProxyReviewDomains: false,
+    // process/start.networkProxy: a proxy per process, policy questions put
+    // to the client (network/policyRequest), review domains honoured.
+    networkProxyLaunch: processes,
+    networkProxyReviewDomains: processes,
     credentialMasking: false,
     credentialMaskingCustomProviders: false,
     capabilityDiscoverySandbox: (inputs.sandbox ?? false) && has(Method.CapabilityRootsDiscoverV1),

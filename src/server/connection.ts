@@ -116,6 +116,7 @@ export class ServerConnection {
       label: peer.connection.label,
       notify: (method, params) => peer.notifyDelivered(method, params),
       ready: () => (peer.congested ? peer.ready : null),
+      request: (method, params, timeoutMs) => peer.request(method, params, { timeoutMs }),
     };
   }
 

@@ -24,6 +24,8 @@ export interface SessionAttachment {
   notify(method: string, params: unknown): Promise<boolean>;
   /** Null when there is room; otherwise resolves when there is. */
   ready(): Promise<void> | null;
+  /** Asks the client; rejects on an error answer, a lost connection or after `timeoutMs`. */
+  request(method: string, params: unknown, timeoutMs: number): Promise<unknown>;
   /** For logs. */
   readonly label: string;
 }
@@ -155,6 +157,21 @@ export class Session implements ProcessSink {
     }
     const { method, params } = eventNotification(process.id, event);
     return attachment.notify(method, params);
+  }
+
+  /**
+   * Asks the attached client (a server → client request); rejects when no
+   * client is attached, on an error answer, or after `timeoutMs`.
+   */
+  request(method: string, params: unknown, timeoutMs: number): Promise<unknown> {
+    const attachment = this.#attachment;
+    if (attachment === null) return Promise.reject(new Error("no client attached"));
+    return attachment.request(method, params, timeoutMs);
+  }
+
+  /** Notifies the attached client, if any (best effort: nothing is kept for a later one). */
+  notify(method: string, params: unknown): void {
+    void this.#attachment?.notify(method, params);
   }
 
   /** {@inheritDoc ProcessSink.ready} */

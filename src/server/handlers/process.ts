@@ -36,12 +36,17 @@ import {
   SandboxUnavailableError,
 } from "../../sandbox/mod.ts";
 import type {
+  NetworkProxyLaunch,
   ProcessReadResult,
   ProcessStartResult,
   ProcessTerminateResult,
   ProcessWriteResult,
 } from "../../protocol/types.ts";
 import { defineMethod, type HandlerContext, type MethodTable } from "../handler.ts";
+import { launchProcessProxy } from "../network_launch.ts";
+import type { NetworkProxy } from "../../proxy/network_proxy.ts";
+import { NetworkConfigError } from "../../proxy/config.ts";
+import { DomainPatternError } from "../../proxy/domain_pattern.ts";
 import type { Session } from "../session.ts";
 
 function unknownProcess(id: string): RpcError {
@@ -251,13 +256,48 @@ async function startProcess(
   if (session.hasProcess(p.processId)) {
     throw invalidRequest(`process ${p.processId} already exists`);
   }
-  if (p.networkProxy !== undefined && p.networkProxy !== null) {
-    throw internalError("networkProxy is not supported by this server");
-  }
   let env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
   if (p.enforceManagedNetwork && server.managedNetwork) {
     env = server.managedNetwork.applyToEnv(env);
   }
+  if (!p.networkProxy) return await startChild(p, ctx, starter, env);
+  const proxy = await launchProxy(p.processId, p.networkProxy, ctx);
+  try {
+    const started = await startChild(p, ctx, starter, proxy.applyToEnv(env));
+    // The proxy serves the process (and its descendants) until it closes.
+    void session.process(p.processId)?.finished.then(() => proxy.shutdown());
+    return started;
+  } catch (error) {
+    await proxy.shutdown();
+    throw error;
+  }
+}
+
+/** Starts the proxy of `process/start.networkProxy`; a policy it cannot compile is `-32602`. */
+async function launchProxy(
+  processId: string,
+  launch: NetworkProxyLaunch,
+  ctx: HandlerContext,
+): Promise<NetworkProxy> {
+  const logger = ctx.server.logger.child({ processId });
+  try {
+    return await launchProcessProxy(launch, processId, ctx.session, logger);
+  } catch (error) {
+    if (error instanceof NetworkConfigError || error instanceof DomainPatternError) {
+      throw invalidParams(`invalid network proxy config: ${error.message}`);
+    }
+    throw internalError(`failed to start the network proxy: ${(error as Error).message}`, error);
+  }
+}
+
+/** The child itself: sandbox, shell snapshot, spawn, registration. */
+async function startChild(
+  p: DecodedProcessStart,
+  ctx: HandlerContext,
+  starter: ChildStarter,
+  env: Record<string, string>,
+): Promise<ProcessStartResult> {
+  const { session, server } = ctx;
   let sandbox: PreparedSandbox | null;
   try {
     sandbox = prepareSandbox(

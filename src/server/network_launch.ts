@@ -1,0 +1,127 @@
+/**
+ * `process/start.networkProxy` (capabilities `networkProxyLaunch` and
+ * `networkProxyReviewDomains`): an egress proxy of the process's own, on
+ * fresh loopback ports, with the policy the client sent. With a
+ * `policyDecisionTimeoutMs`, hosts the policy does not allow (and review
+ * domains it does) are put to the client as `network/policyRequest`; no
+ * answer in time, an error answer, a malformed one or a lost connection all
+ * deny. Every decision is reported as a `network/policyDecision`
+ * notification. The proxy stops when the process closes.
+ *
+ * @module
+ */
+
+import type { Logger } from "../log/logger.ts";
+import { defaultNetworkProxyConfig, type NetworkProxyConfig } from "../proxy/config.ts";
+import {
+  ask,
+  deny,
+  type NetworkDecider,
+  type NetworkDecision,
+  type PolicyDecisionInput,
+} from "../proxy/decision.ts";
+import { NetworkProxy } from "../proxy/network_proxy.ts";
+import { ServerNotification, ServerRequest } from "../protocol/methods.ts";
+import type {
+  NetworkPolicyDecisionNotification,
+  NetworkPolicyRequestParams,
+  NetworkProxyLaunch,
+  RemoteNetworkProxyConfig,
+} from "../protocol/types.ts";
+import { isRecord } from "../util/record.ts";
+
+/** Where a launched proxy asks and reports: the process's session. */
+export interface PolicyChannel {
+  /** A server → client request. */
+  request(method: string, params: unknown, timeoutMs: number): Promise<unknown>;
+  /** A best-effort notification. */
+  notify(method: string, params: unknown): void;
+}
+
+/** The proxy configuration a launch describes (ephemeral loopback listeners). */
+export function launchedProxyConfig(remote: RemoteNetworkProxyConfig): NetworkProxyConfig {
+  return {
+    ...defaultNetworkProxyConfig(),
+    enabled: true,
+    enable_socks5: remote.enableSocks5,
+    enable_socks5_udp: remote.enableSocks5Udp,
+    allow_upstream_proxy: remote.allowUpstreamProxy,
+    dangerously_allow_all_unix_sockets: remote.dangerouslyAllowAllUnixSockets,
+    mode: remote.mode,
+    allow_local_binding: remote.allowLocalBinding,
+    domains: remote.domains ?? null,
+    unix_sockets: remote.unixSockets ?? null,
+  };
+}
+
+/**
+ * Reads a client's answer: `{decision:{type:"allow"}}`,
+ * `{decision:{type:"deny"|"ask", reason}}`. Anything else throws (and so
+ * denies).
+ */
+export function decisionFromAnswer(answer: unknown): NetworkDecision {
+  const decision = isRecord(answer) ? answer.decision : undefined;
+  if (!isRecord(decision)) throw new Error("network/policyRequest answer has no decision");
+  if (decision.type === "allow") return { allow: true };
+  if (
+    (decision.type === "deny" || decision.type === "ask") && typeof decision.reason === "string"
+  ) {
+    return decision.type === "deny" ? deny(decision.reason) : ask(decision.reason);
+  }
+  throw new Error(`network/policyRequest answer has an invalid decision`);
+}
+
+/** The notification for one decision of the proxy of `processId`. */
+export function decisionNotification(
+  processId: string,
+  d: PolicyDecisionInput,
+  at: Date,
+): NetworkPolicyDecisionNotification {
+  return {
+    processId,
+    timestamp: at.toISOString(),
+    scope: d.scope,
+    decision: d.decision,
+    source: d.source,
+    reason: d.reason,
+    protocol: d.protocol,
+    host: d.host,
+    port: d.port,
+    ...(d.method !== undefined ? { method: d.method } : {}),
+    client: d.client ?? "unknown",
+    policyOverride: d.override ?? false,
+  };
+}
+
+/** Starts the proxy a `process/start` asked for. */
+export function launchProcessProxy(
+  launch: NetworkProxyLaunch,
+  processId: string,
+  channel: PolicyChannel,
+  logger: Logger,
+): Promise<NetworkProxy> {
+  const timeoutMs = launch.policyDecisionTimeoutMs;
+  const decider: NetworkDecider | undefined = timeoutMs === undefined
+    ? undefined
+    : async (request) => {
+      const params: NetworkPolicyRequestParams = {
+        processId,
+        request: { protocol: request.protocol, host: request.host, port: request.port },
+      };
+      const answer = await channel.request(ServerRequest.NetworkPolicyRequest, params, timeoutMs);
+      return decisionFromAnswer(answer);
+    };
+  return NetworkProxy.start(launchedProxyConfig(launch.proxy), {
+    managed: true,
+    logger,
+    ...(decider ? { decider } : {}),
+    ...(launch.proxy.reviewDomains ? { reviewDomains: launch.proxy.reviewDomains } : {}),
+    // Decisions go to the client; the server's own log keeps them at debug.
+    audit: (event) => logger.debug("proxy.policy_decision", event),
+    onDecision: (decision, at) =>
+      channel.notify(
+        ServerNotification.NetworkPolicyDecision,
+        decisionNotification(processId, decision, at),
+      ),
+  });
+}
