@@ -38,7 +38,12 @@ Deno.test("env: every tool's proxy variables, markers and NO_PROXY", () => {
     assertEquals(env[k], "http://127.0.0.1:3128", k);
   }
   for (const k of ALL_PROXY_ENV_KEYS) assertEquals(env[k], "socks5h://127.0.0.1:8081", k);
-  for (const k of NO_PROXY_ENV_KEYS) assertEquals(env[k], DEFAULT_NO_PROXY, k);
+  // Without local binding nothing bypasses the proxy (the reference's rule).
+  for (const k of NO_PROXY_ENV_KEYS) assertEquals(env[k], "", k);
+  assert(!("YARN_NO_PROXY" in env), "the reference does not write YARN_NO_PROXY");
+  const local = applyProxyEnv({}, { http, socks, allowLocalBinding: true, trustBundlePath: null });
+  for (const k of NO_PROXY_ENV_KEYS) assertEquals(local[k], DEFAULT_NO_PROXY, k);
+  assertEquals(local.CODEX_NETWORK_ALLOW_LOCAL_BINDING, "1");
   assert(!DEFAULT_NO_PROXY.includes("169.254"));
   assertEquals(env.CODEX_NETWORK_PROXY_ACTIVE, "1");
   assertEquals(env.CODEX_NETWORK_ALLOW_LOCAL_BINDING, "0");

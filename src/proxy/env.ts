@@ -40,13 +40,12 @@ export const WS_PROXY_ENV_KEYS: readonly string[] = [
   "ws_proxy",
   "wss_proxy",
 ];
-/** `NO_PROXY` and its aliases. */
+/** `NO_PROXY` and the aliases written (the reference's set). */
 export const NO_PROXY_ENV_KEYS: readonly string[] = [
   "NO_PROXY",
   "no_proxy",
   "npm_config_noproxy",
   "NPM_CONFIG_NOPROXY",
-  "YARN_NO_PROXY",
   "BUNDLE_NO_PROXY",
 ];
 /** Keys set to the SOCKS5 URL (or the HTTP one without SOCKS5). */
@@ -56,7 +55,11 @@ export const ALL_PROXY_ENV_KEYS: readonly string[] = [
   "FTP_PROXY",
   "ftp_proxy",
 ];
-/** The `NO_PROXY` value: loopback and private ranges, no names (169.254/16 stays proxied). */
+/**
+ * The `NO_PROXY` value with `allow_local_binding`: loopback and private
+ * ranges, no names (169.254/16 stays proxied). Without it `NO_PROXY` is
+ * empty, so local destinations go through the proxy, which refuses them.
+ */
 export const DEFAULT_NO_PROXY = "localhost,127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16";
 
 /** Every key owned by the managed proxy (for stripping and snapshot restore). */
@@ -71,6 +74,7 @@ export const PROXY_ENV_KEYS: readonly string[] = [
   ...HTTP_PROXY_ENV_KEYS,
   ...WS_PROXY_ENV_KEYS,
   ...NO_PROXY_ENV_KEYS,
+  "YARN_NO_PROXY",
   ...ALL_PROXY_ENV_KEYS,
 ];
 
@@ -154,7 +158,8 @@ export function applyProxyEnv(
   out[ALLOW_LOCAL_BINDING_ENV_KEY] = target.allowLocalBinding ? "1" : "0";
   for (const k of HTTP_PROXY_ENV_KEYS) out[k] = http;
   for (const k of WS_PROXY_ENV_KEYS) out[k] = http;
-  for (const k of NO_PROXY_ENV_KEYS) out[k] = DEFAULT_NO_PROXY;
+  const noProxy = target.allowLocalBinding ? DEFAULT_NO_PROXY : "";
+  for (const k of NO_PROXY_ENV_KEYS) out[k] = noProxy;
   out.ELECTRON_GET_USE_PROXY = "true";
   out.NODE_USE_ENV_PROXY = "1";
   for (const k of ALL_PROXY_ENV_KEYS) out[k] = socks ?? http;

@@ -1,0 +1,301 @@
+// process/start.networkProxy (networkProxyLaunch, networkProxyReviewDomains):
+// a proxy per process, network/policyRequest put to the client and answered
+// by this test as a harness would, network/policyDecision for every decision,
+// the proxy gone when the process closes — side by side with the reference.
+
+import { assert, assertEquals } from "./helpers/assert.ts";
+import { httpOrigin } from "./helpers/proxy.ts";
+import { type NamedServer, oursServer, referenceServer } from "./helpers/sandbox.ts";
+import type { Msg, WireClient } from "./helpers/wire_client.ts";
+
+const PROXY = {
+  enabled: true,
+  enableSocks5: true,
+  enableSocks5Udp: false,
+  allowUpstreamProxy: false,
+  dangerouslyAllowAllUnixSockets: false,
+  mode: "limited",
+  allowLocalBinding: true,
+};
+
+let processes = 0;
+
+interface Run {
+  /** `network/policyRequest` params, in order. */
+  asked: Msg[];
+  /** `network/policyDecision` params without the timestamp and client port. */
+  decisions: Msg[];
+  stdout: string;
+  /** The proxy's HTTP port, as the child saw it. */
+  port: number;
+}
+
+/**
+ * Runs `script` with a launched proxy; answers each policy request with
+ * `answer` (a JSON-RPC answer body, or null to stay silent).
+ */
+async function runWithProxy(
+  c: WireClient,
+  script: string,
+  networkProxy: Msg,
+  answer: Msg | null,
+): Promise<Run> {
+  const processId = `np${++processes}`;
+  const started = await c.call("process/start", {
+    processId,
+    argv: ["/bin/sh", "-c", `echo "port=\${HTTP_PROXY##*:}"; ${script}`],
+    cwd: "file:///tmp",
+    env: { PATH: "/usr/local/bin:/usr/bin:/bin" },
+    tty: false,
+    networkProxy,
+  });
+  if (started.error) throw new Error(JSON.stringify(started.error));
+  const run: Run = { asked: [], decisions: [], stdout: "", port: 0 };
+  const dec = new TextDecoder();
+  for (;;) {
+    const m = await c.take((m) =>
+      m.params?.processId === processId &&
+      ["network/policyRequest", "network/policyDecision", "process/output", "process/closed"]
+        .includes(m.method)
+    );
+    if (m.method === "network/policyRequest") {
+      run.asked.push(m.params);
+      if (answer) await c.send({ jsonrpc: "2.0", id: m.id, ...answer });
+    } else if (m.method === "network/policyDecision") {
+      const { timestamp, client, ...rest } = m.params;
+      assert(!Number.isNaN(Date.parse(timestamp)), timestamp);
+      assert(/^127\.0\.0\.1:\d+$/.test(client), client);
+      run.decisions.push(rest);
+    } else if (m.method === "process/output") {
+      run.stdout += dec.decode(Uint8Array.fromBase64(m.params.chunk));
+    } else break;
+  }
+  run.port = Number(/port=(\d+)/.exec(run.stdout)?.[1]);
+  run.stdout = run.stdout.replace(/port=\d+\n/, "");
+  return run;
+}
+
+const curl = (url: string) =>
+  `curl -sS -m 10 --noproxy '' -x "$HTTP_PROXY" -o /dev/null -w '%{http_code}\\n' ${url}`;
+
+function decision(over: Msg): Msg {
+  return {
+    processId: over.processId,
+    scope: "domain",
+    protocol: "http",
+    host: "localhost",
+    method: "GET",
+    policyOverride: false,
+    ...over,
+  };
+}
+
+async function scenarios(named: NamedServer, originPort: number) {
+  await using server = named.server;
+  const c = server.client;
+  await c.initialize();
+  const url = `http://localhost:${originPort}/x`;
+  const port = originPort;
+  const out: Record<string, Run> = {};
+  // Not on the allow list: the client decides.
+  out.allowed = await runWithProxy(c, curl(url), {
+    policyDecisionTimeoutMs: 10_000,
+    proxy: PROXY,
+  }, { result: { decision: { type: "allow" } } });
+  out.denied = await runWithProxy(c, curl(url), {
+    policyDecisionTimeoutMs: 10_000,
+    proxy: PROXY,
+  }, { result: { decision: { type: "deny", reason: "not today" } } });
+  out.asked = await runWithProxy(c, curl(url), {
+    policyDecisionTimeoutMs: 10_000,
+    proxy: PROXY,
+  }, { result: { decision: { type: "ask", reason: "later" } } });
+  out.errorAnswer = await runWithProxy(c, curl(url), {
+    policyDecisionTimeoutMs: 10_000,
+    proxy: PROXY,
+  }, { error: { code: -32000, message: "harness gone" } });
+  out.malformed = await runWithProxy(c, curl(url), {
+    policyDecisionTimeoutMs: 10_000,
+    proxy: PROXY,
+  }, { result: { decision: "allow" } });
+  // Allowed, but a review domain: still asked.
+  out.reviewed = await runWithProxy(c, curl(url), {
+    policyDecisionTimeoutMs: 10_000,
+    proxy: { ...PROXY, domains: { localhost: "allow" }, reviewDomains: ["localhost"] },
+  }, { result: { decision: { type: "deny", reason: "reviewed" } } });
+  // No decision timeout: nobody is asked; the allow list decides.
+  out.baseline = await runWithProxy(c, `${curl(url)}; ${curl(`http://nope.test:${port}/`)}`, {
+    proxy: { ...PROXY, domains: { localhost: "allow" } },
+  }, null);
+  return out;
+}
+
+Deno.test("network launch: policy requests answered by the harness, decisions reported, as the reference", async () => {
+  const origin = httpOrigin();
+  try {
+    const servers = [oursServer(), referenceServer()].filter((s): s is NamedServer => !!s);
+    const results: Record<string, Record<string, Run>> = {};
+    for (const s of servers) results[s.name] = await scenarios(s, origin.port);
+    const ours = results.ours!;
+    const port = origin.port;
+    const request = (processId: string) => ({
+      processId,
+      request: { protocol: "http", host: "localhost", port },
+    });
+    const pid = (run: Run) => run.asked[0]?.processId ?? run.decisions[0]?.processId;
+
+    assertEquals(ours.allowed!.asked, [request(pid(ours.allowed!))]);
+    assertEquals(ours.allowed!.stdout, "200\n");
+    assertEquals(ours.allowed!.decisions, [
+      decision({
+        processId: pid(ours.allowed!),
+        port,
+        decision: "allow",
+        source: "decider",
+        reason: "not_allowed",
+        policyOverride: true,
+      }),
+    ]);
+    assertEquals(ours.denied!.stdout, "403\n");
+    assertEquals(ours.denied!.decisions, [
+      decision({
+        processId: pid(ours.denied!),
+        port,
+        decision: "deny",
+        source: "decider",
+        reason: "not today",
+      }),
+    ]);
+    assertEquals(ours.asked!.decisions[0]!.decision, "ask");
+    assertEquals(ours.asked!.stdout, "403\n");
+    for (const run of [ours.errorAnswer!, ours.malformed!]) {
+      assertEquals(run.stdout, "403\n");
+      assertEquals(run.decisions.map((d) => [d.decision, d.source, d.reason]), [
+        ["deny", "decider", "not_allowed"],
+      ]);
+    }
+    assertEquals(ours.reviewed!.asked.length, 1, "a review domain is asked about");
+    assertEquals(ours.reviewed!.stdout, "403\n");
+    assertEquals(ours.reviewed!.decisions[0]!.reason, "reviewed");
+    assertEquals(ours.baseline!.asked, []);
+    assertEquals(ours.baseline!.decisions.map((d) => [d.host, d.decision, d.source, d.reason]), [
+      ["localhost", "allow", "baseline_policy", "allow"],
+      ["nope.test", "deny", "baseline_policy", "not_allowed"],
+    ]);
+    assertEquals(ours.baseline!.stdout, "200\n403\n");
+    // Only allowed requests reached the origin.
+    assertEquals(origin.seen.length, 2 * servers.length);
+
+    const reference = results.reference;
+    if (reference) {
+      // Same questions, decisions and child-visible outcomes (process ids aside).
+      const shape = (run: Run) => ({
+        asked: run.asked.map(({ processId: _, ...r }) => r),
+        decisions: run.decisions.map(({ processId: _, ...d }) => d),
+        stdout: run.stdout,
+      });
+      for (const name of Object.keys(ours)) {
+        assertEquals(shape(ours[name]!), shape(reference[name]!), name);
+      }
+    }
+  } finally {
+    await origin.server.shutdown();
+  }
+});
+
+Deno.test("network launch: a silent client is denied at the timeout; the proxy ends with its process", async () => {
+  const origin = httpOrigin();
+  try {
+    await using server = oursServer().server;
+    const c = server.client;
+    await c.initialize();
+    const started = Date.now();
+    const run = await runWithProxy(c, curl(`http://localhost:${origin.port}/`), {
+      policyDecisionTimeoutMs: 300,
+      proxy: PROXY,
+    }, null);
+    assertEquals(run.asked.length, 1);
+    assertEquals(run.stdout, "403\n");
+    assertEquals(run.decisions.map((d) => [d.decision, d.source, d.reason]), [
+      ["deny", "decider", "not_allowed"],
+    ]);
+    assert(Date.now() - started < 5000, "the timeout, not curl's, decided");
+    assertEquals(origin.seen.length, 0);
+    // process/closed came: the proxy's port no longer accepts.
+    let refused = false;
+    for (let i = 0; i < 50 && !refused; i++) {
+      try {
+        (await Deno.connect({ hostname: "127.0.0.1", port: run.port })).close();
+        await new Promise((r) => setTimeout(r, 20)); // shutdown is asynchronous; poll briefly
+      } catch {
+        refused = true;
+      }
+    }
+    assert(refused, `proxy port ${run.port} still open after the process closed`);
+  } finally {
+    await origin.server.shutdown();
+  }
+});
+
+Deno.test("network launch: bad launch configs get the reference's errors", async () => {
+  const bad: Array<[Msg, string]> = [
+    [{}, "missing field `proxy`"],
+    [{ proxy: { enabled: true } }, "missing field `enableSocks5`"],
+    [{ proxy: { ...PROXY, mode: "open" } }, "unknown variant `open`, expected `limited` or `full`"],
+    [{ proxy: { ...PROXY, mode: {} } }, "invalid value: map, expected map with a single key"],
+    [{ proxy: { ...PROXY, mode: { full: {} } } }, "invalid type: map, expected unit"],
+    [
+      { proxy: { ...PROXY, domains: { "x.test": "maybe" } } },
+      "unknown variant `maybe`, expected one of `none`, `allow`, `deny`",
+    ],
+    [
+      { proxy: { ...PROXY, domains: { "": "allow" } } },
+      "invalid network proxy config: domain pattern is empty",
+    ],
+    [
+      { proxy: { ...PROXY, domains: { "a b": "allow" } } },
+      "invalid network proxy config: unsupported domain pattern syntax: a b",
+    ],
+    [{ proxy: { ...PROXY, reviewDomains: [5] } }, "invalid type: number, expected a string"],
+    [
+      { proxy: { ...PROXY, unixSockets: { "/s": 1 } } },
+      "invalid type: integer `1`, expected string or map",
+    ],
+    [
+      { proxy: { ...PROXY, enabled: false } },
+      "invalid network proxy config: executor-local network proxy launch requires an enabled proxy",
+    ],
+    [
+      { policyDecisionTimeoutMs: 0, proxy: PROXY },
+      "network policy decision callback timeout must be nonzero",
+    ],
+    [{ policyDecisionTimeoutMs: "1", proxy: PROXY }, 'invalid type: string "1", expected u64'],
+  ];
+  const servers = [oursServer(), referenceServer()].filter((s): s is NamedServer => !!s);
+  for (const named of servers) {
+    await using server = named.server;
+    const c = server.client;
+    await c.initialize();
+    for (const [networkProxy, message] of bad) {
+      const r = await c.call("process/start", {
+        processId: `bad${++processes}`,
+        argv: ["true"],
+        cwd: "file:///tmp",
+        env: {},
+        tty: false,
+        networkProxy,
+      });
+      assertEquals(
+        r.error,
+        { code: -32602, message },
+        `${named.name}: ${JSON.stringify(networkProxy)}`,
+      );
+    }
+    const caps = (await c.call("environment/info", {})).result.capabilities;
+    assertEquals(
+      [caps.networkProxyLaunch, caps.networkProxyReviewDomains],
+      [true, true],
+      named.name,
+    );
+  }
+});
