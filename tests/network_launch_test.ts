@@ -6,9 +6,16 @@
 import { assert, assertEquals } from "./helpers/assert.ts";
 import { httpOrigin } from "./helpers/proxy.ts";
 import { type NamedServer, oursServer, referenceServer } from "./helpers/sandbox.ts";
-import type { Msg, WireClient } from "./helpers/wire_client.ts";
+import { eventually, type Msg, type WireClient } from "./helpers/wire_client.ts";
+import { clientTargets } from "./helpers/reference.ts";
+import { connect } from "../src/client/client.ts";
+import type {
+  NetworkPolicyDecisionNotification,
+  NetworkPolicyRequestParams,
+  RemoteNetworkProxyConfig,
+} from "../src/protocol/types.ts";
 
-const PROXY = {
+const PROXY: RemoteNetworkProxyConfig = {
   enabled: true,
   enableSocks5: true,
   enableSocks5Udp: false,
@@ -299,3 +306,40 @@ Deno.test("network launch: bad launch configs get the reference's errors", async
     );
   }
 });
+
+for (const [name, options] of clientTargets()) {
+  Deno.test(`network launch (client library, ${name}): onNetworkPolicyRequest decides, onNetworkPolicyDecision hears`, async () => {
+    const origin = httpOrigin();
+    const asked: NetworkPolicyRequestParams[] = [];
+    const heard: NetworkPolicyDecisionNotification[] = [];
+    try {
+      await using client = await connect({
+        ...options,
+        onNetworkPolicyRequest: (q) => {
+          asked.push(q);
+          return q.request.port === origin.port
+            ? { type: "allow" }
+            : { type: "deny", reason: "wrong port" };
+        },
+        onNetworkPolicyDecision: (d) => void heard.push(d),
+      });
+      const out = await client.command("/bin/sh", {
+        args: [
+          "-c",
+          `${curl(`http://localhost:${origin.port}/`)}; ${curl("http://localhost:9/")}`,
+        ],
+        networkProxy: { policyDecisionTimeoutMs: 10_000, proxy: PROXY },
+      }).output();
+      assertEquals(new TextDecoder().decode(out.stdout), "200\n403\n");
+      assertEquals(asked.map((q) => q.request.port), [origin.port, 9]);
+      await eventually(() => heard.length === 2);
+      assertEquals(heard.map((d) => [d.port, d.decision, d.reason]), [
+        [origin.port, "allow", "not_allowed"],
+        [9, "deny", "wrong port"],
+      ]);
+      assertEquals(origin.seen.length, 1);
+    } finally {
+      await origin.server.shutdown();
+    }
+  });
+}

@@ -22,10 +22,15 @@
 import type { MethodParams, MethodResult } from "../protocol/method_map.ts";
 import type { MethodName } from "../protocol/methods.ts";
 import type { TraceContext } from "../jsonrpc/message.ts";
-import { ConnectionClosedError, RpcError } from "../jsonrpc/errors.ts";
+import { ConnectionClosedError, JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import { RpcPeer } from "../jsonrpc/peer.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
-import { ClientNotification, Method, ServerNotification } from "../protocol/methods.ts";
+import {
+  ClientNotification,
+  Method,
+  ServerNotification,
+  ServerRequest,
+} from "../protocol/methods.ts";
 import { toPathUri } from "../protocol/path_uri.ts";
 import type {
   Capabilities,
@@ -33,6 +38,9 @@ import type {
   EnvPolicy,
   HttpBodyDeltaNotification,
   InitializeParams,
+  NetworkPolicyDecisionNotification,
+  NetworkPolicyRequestParams,
+  NetworkPolicyRequestResult,
   ProcessClosedNotification,
   ProcessExitedNotification,
   ProcessOutputNotification,
@@ -103,6 +111,16 @@ export interface ConnectOptions {
   readonly stopTimings?: StopTimings;
   /** Where to log (the spawned server's stderr goes here at `debug`). */
   readonly logger?: Logger;
+  /**
+   * Decides the server's `network/policyRequest` questions (processes
+   * spawned with a `networkProxy` that has a decision timeout). Without it,
+   * or when it throws, the answer is an error and the proxy denies.
+   */
+  readonly onNetworkPolicyRequest?: (
+    question: NetworkPolicyRequestParams,
+  ) => NetworkPolicyRequestResult["decision"] | Promise<NetworkPolicyRequestResult["decision"]>;
+  /** Receives every `network/policyDecision` of launched proxies. */
+  readonly onNetworkPolicyDecision?: (decision: NetworkPolicyDecisionNotification) => void;
   /**
    * Trace context sent with every request (a top-level `trace` member;
    * through a relay it also travels in clear on the request's first frame
@@ -233,6 +251,7 @@ export class ExecServerClient implements AsyncDisposable {
     const transport = await withTimeout(open(), options.connectTimeoutMs ?? 10_000, "connect");
     const peer = new RpcPeer(transport.connection, {
       onNotification: (method, params) => this.#onNotification(method, params),
+      onRequest: (method, params) => this.#onServerRequest(method, params),
       onMalformed: "close",
       logger: this.#logger,
       ...(options.trace ? { trace: options.trace } : {}),
@@ -357,6 +376,15 @@ export class ExecServerClient implements AsyncDisposable {
     this.#closed.resolve(reason);
   }
 
+  /** The server's requests: only `network/policyRequest` exists. */
+  async #onServerRequest(method: string, params: unknown): Promise<NetworkPolicyRequestResult> {
+    const decide = this.#options.onNetworkPolicyRequest;
+    if (method !== ServerRequest.NetworkPolicyRequest || !decide) {
+      throw new RpcError(JsonRpcCode.MethodNotFound, `method not found: ${method}`);
+    }
+    return { decision: await decide(params as NetworkPolicyRequestParams) };
+  }
+
   #onNotification(method: string, params: unknown): Promise<void> | void {
     // Process events never hold up the connection (per-process flow control).
     switch (method) {
@@ -382,6 +410,9 @@ export class ExecServerClient implements AsyncDisposable {
       }
       case ServerNotification.HttpBodyDelta:
         return this.#bodies.accept(params as HttpBodyDeltaNotification) ?? undefined;
+      case ServerNotification.NetworkPolicyDecision:
+        this.#options.onNetworkPolicyDecision?.(params as NetworkPolicyDecisionNotification);
+        return;
       default:
         this.#logger.debug("client.notification", { method });
     }
@@ -490,6 +521,7 @@ export class ExecServerClient implements AsyncDisposable {
     if (options.cols !== undefined) params.cols = options.cols;
     if (options.sandbox !== undefined) params.sandbox = options.sandbox;
     if (options.enforceManagedNetwork) params.enforceManagedNetwork = true;
+    if (options.networkProxy) params.networkProxy = options.networkProxy;
     options.signal?.throwIfAborted();
     try {
       await this.request(Method.ProcessStart, params);

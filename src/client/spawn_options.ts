@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { EnvPolicy, FileSystemSandboxContext } from "../protocol/types.ts";
+import type { EnvPolicy, FileSystemSandboxContext, NetworkProxyLaunch } from "../protocol/types.ts";
 
 /** Options of `ExecServerClient.spawn`. */
 export interface SpawnOptions {
@@ -42,6 +42,12 @@ export interface SpawnOptions {
   readonly sandbox?: FileSystemSandboxContext;
   /** Route the process's network through the server's managed proxy. */
   readonly enforceManagedNetwork?: boolean;
+  /**
+   * A proxy of the process's own, with this policy (servers with
+   * `networkProxyLaunch`). With `policyDecisionTimeoutMs`, hosts the policy
+   * does not allow are put to `ConnectOptions.onNetworkPolicyRequest`.
+   */
+  readonly networkProxy?: NetworkProxyLaunch;
   /** Terminates the process when aborted (like `Deno.Command`'s `signal`). */
   readonly signal?: AbortSignal;
   /** Terminates the process after this many milliseconds. */
