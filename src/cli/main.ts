@@ -4,6 +4,8 @@
  * @module
  */
 
+import { PROXY_BRIDGE_COMMAND } from "../sandbox/proxy_route.ts";
+import { runProxyBridge } from "../sandbox/proxy_bridge.ts";
 import { VERSION } from "../version.ts";
 import { printUsage, UsageError } from "./common.ts";
 import { parseServeArgs, runServe, SERVE_USAGE } from "./serve.ts";
@@ -64,6 +66,8 @@ const COMMANDS: Record<string, Command> = {
   relay: runRelay,
   forward: runForward,
   "stdio-to-uds": runStdioToUds,
+  // Internal: runs inside a routed sandbox (compiled binaries only; see sandbox/proxy_route.ts).
+  [PROXY_BRIDGE_COMMAND]: runProxyBridge,
 };
 
 /** Runs the command line; returns the exit status. */

@@ -13,7 +13,7 @@
  */
 
 import { ByteSource, connReader } from "../util/http1_body.ts";
-import { writeAll } from "./conn_io.ts";
+import { writeAll } from "../util/conn_io.ts";
 import {
   formatHostPort,
   isIpLiteral,

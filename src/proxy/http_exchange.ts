@@ -16,7 +16,7 @@ import {
   LAST_CHUNK,
   requestFraming,
 } from "../util/http1_body.ts";
-import { type ByteWriter, writeAll } from "./conn_io.ts";
+import { type ByteWriter, writeAll } from "../util/conn_io.ts";
 
 /** A request as received. */
 export interface ProxyRequest {

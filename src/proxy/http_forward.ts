@@ -16,7 +16,7 @@ import {
   LAST_CHUNK,
   responseFraming,
 } from "../util/http1_body.ts";
-import { writeAll } from "./conn_io.ts";
+import { writeAll } from "../util/conn_io.ts";
 import {
   dialDirect,
   dialProxy,

@@ -14,7 +14,7 @@
 
 import type { Logger } from "../log/logger.ts";
 import { ByteSource, connReader } from "../util/http1_body.ts";
-import { relay, writeAll } from "./conn_io.ts";
+import { relay, writeAll } from "../util/conn_io.ts";
 import {
   dialDirect,
   dialViaProxy,

@@ -14,7 +14,7 @@
 
 import dgram from "node:dgram";
 import { isIPv4, isIPv6 } from "node:net";
-import { relay, writeAll } from "./conn_io.ts";
+import { relay, writeAll } from "../util/conn_io.ts";
 import { dialDirect, dialViaProxy, pickUpstream, PolicyDialError } from "./connector.ts";
 import type { BlockReason, DecisionSource } from "./decision.ts";
 import { addrText, ipBytes, isIpLiteral, normalizeHost } from "../util/host.ts";

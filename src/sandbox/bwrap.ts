@@ -21,7 +21,7 @@ import { findInPath } from "../process/spawn.ts";
 import { signalGroup } from "../process/signals.ts";
 import { MINIMAL_PATHS, type SandboxPlan } from "./policy.ts";
 import { isHeldMountPoint } from "./mount_points.ts";
-import { seccompProgram } from "./seccomp.ts";
+import { type SeccompNetwork, seccompProgram } from "./seccomp.ts";
 
 export { holdMountPoints } from "./mount_points.ts";
 
@@ -185,7 +185,7 @@ function placeholderFile(): string {
 }
 
 /** The seccomp program for `network`, as a file (null: unknown architecture). */
-function seccompFile(network: SandboxPlan["network"]): string | null {
+function seccompFile(network: SeccompNetwork): string | null {
   const program = seccompProgram(network);
   return program ? serverFile(`seccomp-${network}.bpf`, program, 0o400) : null;
 }
@@ -266,6 +266,16 @@ export function bwrapOptions(
 }
 
 /**
+ * A restricted network routed to the managed proxy through a bridge inside
+ * the sandbox (see `proxy_route.ts`): IP sockets allowed on the sandbox's own
+ * loopback, and the variables the bridge's runtime needs.
+ */
+export interface RoutedNetwork {
+  /** Set inside the sandbox (`--setenv`). */
+  readonly setenv: Readonly<Record<string, string>>;
+}
+
+/**
  * The command line that runs `target` (resolved program first) confined by
  * `plan`: bwrap, its seccomp filter opened on descriptor 3 by a shell that
  * then becomes bwrap (Deno cannot hand a child extra descriptors).
@@ -275,11 +285,15 @@ export function sandboxCommand(
   cwd: string,
   target: readonly string[],
   pidNamespace: PidNamespace = "isolate",
+  routed: RoutedNetwork | null = null,
 ): string[] {
   const { bwrap, sh } = sandboxSupport();
   if (!bwrap || !sh) throw new Error("bubblewrap is not available");
   const options = bwrapOptions(plan, cwd, pidNamespace);
-  const filter = seccompFile(plan.network);
+  if (routed) {
+    for (const [k, v] of Object.entries(routed.setenv)) options.push("--setenv", k, v);
+  }
+  const filter = seccompFile(routed && plan.network === "restricted" ? "routed" : plan.network);
   if (!filter) return [bwrap, ...options, "--", ...target];
   return [
     sh,

@@ -28,6 +28,7 @@ import { RpcPeer } from "../jsonrpc/peer.ts";
 import { createdMountPoints, holdMountPoints, sandboxCommand } from "./bwrap.ts";
 import { MINIMAL_PATHS, type SandboxPlan, withReadable } from "./policy.ts";
 import { VERSION } from "../version.ts";
+import { type SelfCommand, selfCommand } from "./self_command.ts";
 
 /** Pool limits. */
 export interface GatewayOptions {
@@ -38,41 +39,14 @@ export interface GatewayOptions {
 }
 
 /** The command that starts this server as a stdio worker, and what it must be able to read. */
-function workerCommand(): { argv: string[]; runtime: string[] } {
-  const exe = Deno.execPath();
+function workerCommand(): SelfCommand {
   const serve = ["serve", "--listen", "stdio", "--log-level", "error"];
-  if (Deno.build.standalone) return { argv: [exe, ...serve], runtime: [exe] };
-  const entry = new URL("../../cli.ts", import.meta.url);
-  const flags = [
-    "run",
+  return selfCommand(new URL("../../cli.ts", import.meta.url), [], serve, [
     "--allow-read",
     "--allow-write",
     "--allow-env",
     "--allow-sys=uid,gid",
-    "--no-prompt",
-  ];
-  const runtime = [exe];
-  const denoDir = Deno.env.get("DENO_DIR") ??
-    `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`}/deno`;
-  runtime.push(denoDir);
-  if (entry.protocol === "file:") {
-    const root = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
-    // Only the program's own files: the rest of a checkout (caches, test
-    // scratch space) stays as hidden as the policy says.
-    for (const name of ["cli.ts", "mod.ts", "src", "deno.json", "deno.lock", "node_modules"]) {
-      try {
-        Deno.statSync(`${root}/${name}`);
-        runtime.push(`${root}/${name}`);
-      } catch { /* not in this layout */ }
-    }
-    try {
-      Deno.statSync(`${root}/deno.json`);
-      flags.push("--config", `${root}/deno.json`);
-    } catch { /* published layout: no config */ }
-  } else {
-    flags.push("--cached-only");
-  }
-  return { argv: [exe, ...flags, entry.href, ...serve], runtime };
+  ]);
 }
 
 class FsWorker {
@@ -85,15 +59,15 @@ class FsWorker {
   lastUsed = Date.now();
 
   constructor(plan: SandboxPlan, readonly idleMs: number, readonly onGone: () => void) {
-    const { argv, runtime } = workerCommand();
+    const { argv, runtime, env: runtimeEnv } = workerCommand();
     // The worker needs no network; it reads what its runtime needs.
     const confined: SandboxPlan = withReadable(
       { ...plan, network: "restricted" },
       [...MINIMAL_PATHS, ...runtime],
     );
     const [bwrap, ...args] = sandboxCommand(confined, "/", argv);
-    const env: Record<string, string> = { NO_COLOR: "1" };
-    for (const name of ["HOME", "PATH", "DENO_DIR", "XDG_CACHE_HOME", "TMPDIR"]) {
+    const env: Record<string, string> = { NO_COLOR: "1", ...runtimeEnv };
+    for (const name of ["HOME", "PATH", "TMPDIR"]) {
       const value = Deno.env.get(name);
       if (value !== undefined) env[name] = value;
     }

@@ -14,7 +14,13 @@ import {
   sandboxSignaller,
   sandboxSupport,
 } from "./bwrap.ts";
-import { type ResolveContext, resolveSandbox, type SandboxPlan } from "./policy.ts";
+import {
+  readsEverything,
+  type ResolveContext,
+  resolveSandbox,
+  type SandboxPlan,
+} from "./policy.ts";
+import { ProxyRoute } from "./proxy_route.ts";
 
 export { DenialDetector } from "./denied.ts";
 export { sandboxSupport } from "./bwrap.ts";
@@ -53,6 +59,8 @@ export interface PreparedSandbox {
    * points bubblewrap creates on the host are removed once it has ended.
    */
   hold(running: Promise<unknown>): void;
+  /** Releases what outlives single launches (the proxy route): call once the process has ended, or was never started. */
+  close(): Promise<void>;
 }
 
 /**
@@ -64,16 +72,34 @@ export function prepareSandbox(
   sandbox: FileSystemSandboxContext | null | undefined,
   context: ResolveContext,
   pidNamespace: PidNamespace = "isolate",
+  proxyPorts: readonly number[] | null = null,
 ): PreparedSandbox | null {
   if (!sandbox) return null;
   const plan = resolveSandbox(sandbox, context);
   if (!plan) return null;
   requireSandboxSupport();
+  let route: ProxyRoute | null = null;
+  if (proxyPorts?.length && plan.network === "restricted") {
+    // The bridge runs inside: it must be able to read its runtime, and a
+    // policy that hides anything might hide that.
+    if (!readsEverything(plan)) {
+      throw new SandboxUnavailableError(
+        "sandbox requested but unavailable: routing a restricted network to the managed proxy needs a policy that can read everything",
+      );
+    }
+    route = ProxyRoute.open(proxyPorts);
+  }
   const mountPoints = createdMountPoints(plan);
+  const env = context.env;
   return {
     plan,
-    launcher: (cwd) => (target) => sandboxCommand(plan, cwd, target, pidNamespace),
+    launcher: (cwd) => (target) => {
+      if (!route) return sandboxCommand(plan, cwd, target, pidNamespace);
+      const bridged = route.bridged(target, env);
+      return sandboxCommand(plan, cwd, bridged.argv, pidNamespace, { setenv: bridged.setenv });
+    },
     signaller: sandboxSignaller,
     hold: (running) => holdMountPoints(mountPoints, running),
+    close: () => route?.close() ?? Promise.resolve(),
   };
 }

@@ -8,6 +8,9 @@
  * - always: `io_uring_setup`, `io_uring_enter`, `io_uring_register` (a
  *   side door around the other checks) and `socket`/`socketpair` of
  *   `AF_VSOCK` (the host's hypervisor channel);
+ * - `network: "routed"` (a restricted sandbox routed to the managed
+ *   proxy): `socket`/`socketpair` of families other than `AF_UNIX`,
+ *   `AF_INET` and `AF_INET6`, and the inspection calls below;
  * - with `network: "restricted"`: `socket`/`socketpair` of every family
  *   but `AF_UNIX`; `connect`, `accept`, `accept4`, `bind`, `listen`,
  *   `sendto`, `sendmmsg`, `recvmmsg`, `shutdown`, `getsockname`,
@@ -63,7 +66,17 @@ const TABLES: Record<string, SyscallTable> = {
 };
 
 const AF_UNIX = 1;
+const AF_INET = 2;
+const AF_INET6 = 10;
 const AF_VSOCK = 40;
+
+/**
+ * `restricted`: Unix sockets only; `enabled`: everything but vsock;
+ * `routed`: a restricted sandbox reaching the managed proxy through its own
+ * loopback (Unix and IP sockets, the network namespace is the wall;
+ * cross-process inspection still refused).
+ */
+export type SeccompNetwork = "restricted" | "enabled" | "routed";
 
 // BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
 const LD_W_ABS = 0x20;
@@ -89,13 +102,17 @@ interface Insn {
  * bubblewrap reads; null where the architecture is not known here.
  */
 export function seccompProgram(
-  network: "restricted" | "enabled",
+  network: SeccompNetwork,
   arch: string = Deno.build.arch,
 ): Uint8Array | null {
   const table = TABLES[arch];
   if (!table) return null;
   const restricted = network === "restricted";
-  const denied = [...table.always, ...(restricted ? [...table.network, ...table.inspection] : [])];
+  const denied = [
+    ...table.always,
+    ...(restricted ? table.network : []),
+    ...(network !== "enabled" ? table.inspection : []),
+  ];
   const program: Insn[] = [];
   const stmt = (code: number, k: number) => program.push({ code, jt: 0, jf: 0, k });
   // Labels are resolved once the program is laid out: jumps here only go
@@ -120,6 +137,11 @@ export function seccompProgram(
   stmt(LD_W_ABS, ARG0);
   if (restricted) {
     jump(JEQ_K, AF_UNIX, "allow");
+    stmt(RET_K, RET_EPERM);
+  } else if (network === "routed") {
+    jump(JEQ_K, AF_UNIX, "allow");
+    jump(JEQ_K, AF_INET, "allow");
+    jump(JEQ_K, AF_INET6, "allow");
     stmt(RET_K, RET_EPERM);
   } else {
     jump(JEQ_K, AF_VSOCK, "deny");

@@ -19,6 +19,8 @@ import type { SessionRegistry } from "./session_registry.ts";
 export interface ManagedNetworkEnv {
   /** Returns `env` routed through the proxy. */
   applyToEnv(env: Record<string, string>): Record<string, string>;
+  /** The proxy's loopback ports, which a restricted sandbox is routed to. */
+  managedNetworkContext?(): { readonly loopbackPorts: readonly number[] };
 }
 
 /** Fully resolved server options. */

@@ -11,7 +11,7 @@
 
 import { Duplex } from "node:stream";
 import type { ChunkReader } from "../../util/http1_body.ts";
-import { type ByteWriter, writeAll } from "../conn_io.ts";
+import { type ByteWriter, writeAll } from "../../util/conn_io.ts";
 
 /** A Node `Duplex` over `conn`; `prefix` is read first. */
 export function connDuplex(conn: Deno.Conn, prefix: Uint8Array | null): Duplex {

@@ -48,6 +48,7 @@ import type { NetworkProxy } from "../../proxy/network_proxy.ts";
 import { NetworkConfigError } from "../../proxy/config.ts";
 import { DomainPatternError } from "../../proxy/domain_pattern.ts";
 import type { Session } from "../session.ts";
+import type { ManagedNetworkEnv } from "../server_state.ts";
 
 function unknownProcess(id: string): RpcError {
   return invalidRequest(`unknown process id ${id}`);
@@ -257,13 +258,17 @@ async function startProcess(
     throw invalidRequest(`process ${p.processId} already exists`);
   }
   let env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
-  if (p.enforceManagedNetwork && server.managedNetwork) {
-    env = server.managedNetwork.applyToEnv(env);
+  // The proxy a restricted sandbox is routed to (enforceManagedNetwork).
+  const routeTo = (proxy: ManagedNetworkEnv) =>
+    p.enforceManagedNetwork ? proxy.managedNetworkContext?.().loopbackPorts ?? null : null;
+  if (!p.networkProxy) {
+    const managed = p.enforceManagedNetwork ? server.managedNetwork : null;
+    if (managed) env = managed.applyToEnv(env);
+    return await startChild(p, ctx, starter, env, managed ? routeTo(managed) : null);
   }
-  if (!p.networkProxy) return await startChild(p, ctx, starter, env);
   const proxy = await launchProxy(p.processId, p.networkProxy, ctx);
   try {
-    const started = await startChild(p, ctx, starter, proxy.applyToEnv(env));
+    const started = await startChild(p, ctx, starter, proxy.applyToEnv(env), routeTo(proxy));
     // The proxy serves the process (and its descendants) until it closes.
     void session.process(p.processId)?.finished.then(() => proxy.shutdown());
     return started;
@@ -290,12 +295,16 @@ async function launchProxy(
   }
 }
 
-/** The child itself: sandbox, shell snapshot, spawn, registration. */
+/**
+ * The child itself: sandbox (routed to `proxyPorts` when its network is
+ * restricted), shell snapshot, spawn, registration.
+ */
 async function startChild(
   p: DecodedProcessStart,
   ctx: HandlerContext,
   starter: ChildStarter,
   env: Record<string, string>,
+  proxyPorts: readonly number[] | null,
 ): Promise<ProcessStartResult> {
   const { session, server } = ctx;
   let sandbox: PreparedSandbox | null;
@@ -304,11 +313,31 @@ async function startChild(
       p.sandbox,
       { cwd: p.cwd, env },
       server.options.sandboxPidNamespace,
+      proxyPorts,
     );
   } catch (error) {
     if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
     throw error;
   }
+  try {
+    const result = await launchChild(p, ctx, starter, env, sandbox);
+    if (sandbox) void session.process(p.processId)?.finished.then(() => sandbox.close());
+    return result;
+  } catch (error) {
+    await sandbox?.close();
+    throw error;
+  }
+}
+
+/** Shell snapshot, spawn and registration of a prepared child. */
+async function launchChild(
+  p: DecodedProcessStart,
+  ctx: HandlerContext,
+  starter: ChildStarter,
+  env: Record<string, string>,
+  sandbox: PreparedSandbox | null,
+): Promise<ProcessStartResult> {
+  const { session, server } = ctx;
   let argv = p.argv;
   // A snapshot file lives on the host: used where the sandbox can read it.
   if (p.shellSnapshot && (!sandbox || readsEverything(sandbox.plan))) {

@@ -1,0 +1,98 @@
+/**
+ * The proxy bridge, run inside a routed sandbox (see `proxy_route.ts`):
+ *
+ * ```text
+ * proxy_bridge.ts PORT=SOCKET… [--set K=V | --unset K]… -- PROGRAM ARGS…
+ * ```
+ *
+ * listens on `127.0.0.1:PORT` of the sandbox's loopback for each route,
+ * relays every connection to its Unix `SOCKET`, runs `PROGRAM` with this
+ * environment (after `--set`/`--unset`, which undo what the bridge's own
+ * runtime needed) and the same stdio, and exits with its status: its code,
+ * or 128 + N after signal N. Signals to the process group reach the program
+ * directly; the bridge ignores them and lives until the program ends.
+ *
+ * @module
+ */
+
+import { acceptConnections } from "../util/accept_loop.ts";
+import { relay } from "../util/conn_io.ts";
+import { signalExitCode } from "../process/signals.ts";
+
+/** Signals a shell job sends its group: the program handles them, the bridge waits. */
+const GROUP_SIGNALS: Deno.Signal[] = [
+  "SIGTERM",
+  "SIGINT",
+  "SIGHUP",
+  "SIGQUIT",
+  "SIGUSR1",
+  "SIGUSR2",
+];
+
+/** Runs the bridge; resolves with the exit status. */
+export async function runProxyBridge(args: readonly string[]): Promise<number> {
+  const end = args.indexOf("--");
+  const target = end === -1 ? [] : args.slice(end + 1);
+  if (target.length === 0) {
+    console.error("proxy bridge: usage: PORT=SOCKET… [--set K=V|--unset K]… -- PROGRAM ARGS…");
+    return 2;
+  }
+  const env = Deno.env.toObject();
+  const routes: Array<[number, string]> = [];
+  const options = args.slice(0, end);
+  for (let i = 0; i < options.length; i++) {
+    const arg = options[i]!;
+    if (arg === "--unset") delete env[options[++i]!];
+    else if (arg === "--set") {
+      const pair = options[++i]!;
+      const eq = pair.indexOf("=");
+      env[pair.slice(0, eq)] = pair.slice(eq + 1);
+    } else {
+      const eq = arg.indexOf("=");
+      routes.push([Number(arg.slice(0, eq)), arg.slice(eq + 1)]);
+    }
+  }
+  const loops = routes.map(([port, path]) =>
+    acceptConnections(Deno.listen({ hostname: "127.0.0.1", port }), async (conn) => {
+      let upstream: Deno.Conn;
+      try {
+        upstream = await Deno.connect({ transport: "unix", path });
+      } catch {
+        conn.close();
+        return;
+      }
+      await relay(conn, upstream);
+    })
+  );
+  const ignore = () => {};
+  for (const signal of GROUP_SIGNALS) Deno.addSignalListener(signal, ignore);
+  try {
+    let child: Deno.ChildProcess;
+    try {
+      child = new Deno.Command(target[0]!, {
+        args: target.slice(1),
+        env,
+        clearEnv: true,
+        stdin: "inherit",
+        stdout: "inherit",
+        stderr: "inherit",
+      }).spawn();
+    } catch (error) {
+      // What bubblewrap says when it cannot run the program.
+      const reason = error instanceof Deno.errors.NotFound
+        ? "No such file or directory"
+        : error instanceof Deno.errors.PermissionDenied
+        ? "Permission denied"
+        : (error as Error).message;
+      console.error(`bwrap: execvp ${target[0]}: ${reason}`);
+      return 1;
+    }
+    const status = await child.status;
+    return status.signal ? signalExitCode(status.signal) : status.code;
+  } finally {
+    for (const signal of GROUP_SIGNALS) Deno.removeSignalListener(signal, ignore);
+    await Promise.allSettled(loops.map((l) => l.close()));
+  }
+}
+
+if (import.meta.main) Deno.exit(await runProxyBridge(Deno.args));

@@ -1,0 +1,109 @@
+/**
+ * A restricted sandbox has a network namespace of its own: only its own
+ * loopback, nothing of the host's. To let a sandboxed process reach the
+ * managed egress proxy (`enforceManagedNetwork` with a proxy: the server's
+ * `--network-proxy` or a `process/start.networkProxy`), and nothing else:
+ *
+ * - on the host, a {@linkcode ProxyRoute} listens on one Unix socket per
+ *   proxy port, in a private directory, and relays each connection to
+ *   `127.0.0.1:PORT`;
+ * - inside the sandbox, the proxy bridge (`proxy_bridge.ts`) listens on
+ *   `127.0.0.1:PORT` of the sandbox's own loopback — the same ports the
+ *   child's `HTTP_PROXY`/`ALL_PROXY` name — relays to those sockets, and
+ *   runs the command.
+ *
+ * The sandbox's seccomp filter then allows IP sockets (`"routed"`): the
+ * namespace, holding nothing but the bridge, is the wall.
+ *
+ * @module
+ */
+
+import { acceptConnections, type ConnectionLoop } from "../util/accept_loop.ts";
+import { relay } from "../util/conn_io.ts";
+import { selfCommand } from "./self_command.ts";
+
+/** The bridge's subcommand in a compiled binary. */
+export const PROXY_BRIDGE_COMMAND = "__proxy-bridge";
+
+/** Host side: Unix sockets relaying to the proxy's loopback ports. */
+export class ProxyRoute {
+  /** The private directory holding the sockets. */
+  readonly dir: string;
+  /** Proxy port → socket path. */
+  readonly sockets: ReadonlyMap<number, string>;
+  readonly #loops: ConnectionLoop[];
+  #closing: Promise<void> | null = null;
+
+  private constructor(dir: string, sockets: Map<number, string>, loops: ConnectionLoop[]) {
+    this.dir = dir;
+    this.sockets = sockets;
+    this.#loops = loops;
+  }
+
+  /** Listens for `ports` (distinct loopback ports of the proxy). */
+  static open(ports: readonly number[]): ProxyRoute {
+    const dir = Deno.makeTempDirSync({ prefix: "exec-server-route-" });
+    const sockets = new Map<number, string>();
+    const loops: ConnectionLoop[] = [];
+    try {
+      for (const port of new Set(ports)) {
+        const path = `${dir}/${port}.sock`;
+        const listener = Deno.listen({ transport: "unix", path });
+        sockets.set(port, path);
+        loops.push(acceptConnections(listener, async (conn) => {
+          let upstream: Deno.Conn;
+          try {
+            upstream = await Deno.connect({ hostname: "127.0.0.1", port });
+          } catch {
+            conn.close();
+            return;
+          }
+          await relay(conn, upstream);
+        }));
+      }
+    } catch (error) {
+      for (const loop of loops) void loop.close();
+      Deno.removeSync(dir, { recursive: true });
+      throw error;
+    }
+    return new ProxyRoute(dir, sockets, loops);
+  }
+
+  /**
+   * The command line that runs `target` behind the bridge, and the
+   * variables its runtime needs on top of the child's `env` (the bridge
+   * hands the child `env` exactly).
+   */
+  bridged(
+    target: readonly string[],
+    env: Readonly<Record<string, string>>,
+  ): { argv: string[]; setenv: Record<string, string> } {
+    const routes = [...this.sockets].map(([port, path]) => `${port}=${path}`);
+    const helper = selfCommand(
+      new URL("./proxy_bridge.ts", import.meta.url),
+      [PROXY_BRIDGE_COMMAND],
+      [...routes, ...restoreArgs(env, helperEnvKeys()), "--", ...target],
+      ["--allow-net", "--allow-read", "--allow-write", "--allow-run", "--allow-env"],
+    );
+    return { argv: helper.argv, setenv: helper.env };
+  }
+
+  /** Stops listening, ends open relays and removes the directory (idempotent). */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await Promise.allSettled(this.#loops.map((l) => l.close()));
+      await Deno.remove(this.dir, { recursive: true }).catch(() => {});
+    })();
+    return this.#closing;
+  }
+}
+
+/** Variables the bridge's runtime may be given. */
+function helperEnvKeys(): string[] {
+  return ["DENO_DIR", "DENO_NO_UPDATE_CHECK"];
+}
+
+/** `--set K=V` / `--unset K` so the child gets `env`'s own values of `keys`. */
+function restoreArgs(env: Readonly<Record<string, string>>, keys: readonly string[]): string[] {
+  return keys.flatMap((k) => env[k] === undefined ? ["--unset", k] : ["--set", `${k}=${env[k]}`]);
+}
