@@ -5,9 +5,18 @@
 
 import { assert, assertEquals } from "./helpers/assert.ts";
 import { httpOrigin } from "./helpers/proxy.ts";
-import { type NamedServer, oursServer, referenceServer } from "./helpers/sandbox.ts";
+import {
+  type NamedServer,
+  oursServer,
+  pathEntry,
+  READ_ONLY,
+  referenceServer,
+  runSandboxed,
+  sandboxContext,
+} from "./helpers/sandbox.ts";
+import { sandboxSupport } from "../src/sandbox/mod.ts";
 import { eventually, type Msg, type WireClient } from "./helpers/wire_client.ts";
-import { clientTargets } from "./helpers/reference.ts";
+import { clientTargets, scratchRoot } from "./helpers/reference.ts";
 import { connect } from "../src/client/client.ts";
 import type {
   NetworkPolicyDecisionNotification,
@@ -342,4 +351,131 @@ for (const [name, options] of clientTargets()) {
       await origin.server.shutdown();
     }
   });
+}
+
+Deno.test({
+  name:
+    "network launch in a restricted sandbox: enforceManagedNetwork routes to the proxy and nowhere else, as the reference",
+  ignore: !sandboxSupport().available,
+  fn: async () => {
+    const origin = httpOrigin();
+    const ws = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "routed-" });
+    try {
+      const proxy = { ...PROXY, domains: { localhost: "allow" as const } };
+      const script = [
+        curl(`http://localhost:${origin.port}/via-proxy`),
+        `curl -sS -m 3 -o /dev/null http://127.0.0.1:${origin.port}/direct 2>/dev/null; echo direct=$?`,
+        `touch ${ws}/../escape 2>/dev/null; echo write=$?`,
+        `echo "proxy=\${DENO_DIR:-unset}"`,
+      ].join("; ");
+      const servers = [oursServer(), referenceServer()].filter((s): s is NamedServer => !!s);
+      const outcomes: Record<string, string[]> = {};
+      for (const named of servers) {
+        await using server = named.server;
+        const c = server.client;
+        await c.initialize();
+        const sandbox = sandboxContext(ws, READ_ONLY);
+        const routed = await runSandboxed(c, ws, script, sandbox, {
+          enforceManagedNetwork: true,
+          networkProxy: { proxy },
+        });
+        const unrouted = await runSandboxed(
+          c,
+          ws,
+          curl(`http://localhost:${origin.port}/`),
+          sandbox,
+          {
+            networkProxy: { proxy },
+          },
+        );
+        // A handled signal is the program's to answer, bridge or not.
+        const started = await c.call("process/start", {
+          processId: `trap${++processes}`,
+          argv: [
+            "/bin/sh",
+            "-c",
+            "trap 'echo int; exit 3' INT; echo ready; while :; do sleep 0.05; done",
+          ],
+          cwd: `file://${ws}`,
+          env: { PATH: "/usr/bin:/bin" },
+          tty: false,
+          sandbox,
+          enforceManagedNetwork: true,
+          networkProxy: { proxy },
+        });
+        const id = started.result.processId;
+        await c.notification("process/output", (p) => p.processId === id);
+        await c.call("process/signal", { processId: id, signal: "interrupt" });
+        const exited = await c.notification("process/exited", (p) => p.processId === id);
+        outcomes[named.name] = [
+          routed.stdout,
+          `exit=${routed.exitCode}`,
+          unrouted.stdout,
+          `signalled=${exited.params.exitCode}`,
+        ];
+      }
+      assertEquals(outcomes.ours, [
+        "200\ndirect=7\nwrite=1\nproxy=unset\n",
+        "exit=0",
+        "000\n",
+        "signalled=3",
+      ]);
+      // The reference signals its sandbox helper, which dies (130) without
+      // the program's trap running; ours delivers to the program, bridged or not.
+      if (outcomes.reference) {
+        assertEquals(outcomes.ours!.slice(0, 3), outcomes.reference.slice(0, 3));
+      }
+      assertEquals(origin.seen.map((s) => s.path), servers.map(() => "/via-proxy"));
+    } finally {
+      await origin.server.shutdown();
+      await Deno.remove(ws, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "network launch in a sandbox that hides paths: routing is refused clearly, nothing runs",
+  ignore: !sandboxSupport().available,
+  fn: async () => {
+    const ws = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "routed-" });
+    try {
+      await Deno.mkdir(`${ws}/hidden`);
+      await using server = oursServer().server;
+      const c = server.client;
+      await c.initialize();
+      const sandbox = sandboxContext(ws, [...READ_ONLY, pathEntry(`${ws}/hidden`, "none")]);
+      const r = await c.call("process/start", {
+        processId: "hides",
+        argv: ["/bin/sh", "-c", `touch ${ws}/ran`],
+        cwd: `file://${ws}`,
+        env: {},
+        tty: false,
+        sandbox,
+        enforceManagedNetwork: true,
+        networkProxy: { proxy: PROXY },
+      });
+      assertEquals(r.error, {
+        code: -32603,
+        message:
+          "sandbox requested but unavailable: routing a restricted network to the managed proxy needs a policy that can read everything",
+      });
+      assert(!(await exists(`${ws}/ran`)));
+      // Without enforceManagedNetwork nothing is routed: the same policy runs.
+      const plain = await runSandboxed(c, ws, "echo ok", sandbox, {
+        networkProxy: { proxy: PROXY },
+      });
+      assertEquals(plain.stdout, "ok\n");
+    } finally {
+      await Deno.remove(ws, { recursive: true });
+    }
+  },
+});
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
 }

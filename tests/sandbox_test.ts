@@ -664,9 +664,44 @@ Deno.test({
   },
 });
 
+/** Runs a classic BPF seccomp program on one x86_64 syscall: true = allowed. */
+function allows(program: Uint8Array, nr: number, arg0 = 0): boolean {
+  const view = new DataView(program.buffer);
+  const data = [nr, 0xc000003e, 0, 0, arg0]; // nr, arch, ip (2 words), args[0] low
+  let acc = 0;
+  for (let pc = 0; pc * 8 < program.byteLength;) {
+    const code = view.getUint16(pc * 8, true);
+    const jt = view.getUint8(pc * 8 + 2);
+    const jf = view.getUint8(pc * 8 + 3);
+    const k = view.getUint32(pc * 8 + 4, true);
+    if (code === 0x20) acc = data[k / 4]!; // LD W ABS
+    else if (code === 0x06) return k === 0x7fff0000; // RET
+    else if (code === 0x15) pc += acc === k ? jt : jf; // JEQ
+    else if (code === 0x35) pc += acc >= k ? jt : jf; // JGE
+    else throw new Error(`unexpected BPF op ${code}`);
+    pc++;
+  }
+  throw new Error("fell off the program");
+}
+
+Deno.test("seccomp program: routed allows IP sockets only, still refuses inspection", () => {
+  const [SOCKET, CONNECT, PTRACE] = [41, 42, 101];
+  const [AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET, AF_VSOCK] = [1, 2, 10, 16, 17, 40];
+  const routed = seccompProgram("routed", "x86_64")!;
+  const restricted = seccompProgram("restricted", "x86_64")!;
+  const enabled = seccompProgram("enabled", "x86_64")!;
+  for (const family of [AF_UNIX, AF_INET, AF_INET6]) assert(allows(routed, SOCKET, family));
+  for (const family of [AF_NETLINK, AF_PACKET, AF_VSOCK]) assert(!allows(routed, SOCKET, family));
+  assert(allows(routed, CONNECT) && !allows(routed, PTRACE));
+  assert(allows(restricted, SOCKET, AF_UNIX) && !allows(restricted, SOCKET, AF_INET));
+  assert(!allows(restricted, CONNECT) && !allows(restricted, PTRACE));
+  assert(allows(enabled, SOCKET, AF_NETLINK) && !allows(enabled, SOCKET, AF_VSOCK));
+  assert(allows(enabled, PTRACE));
+});
+
 Deno.test("seccomp program: well-formed for both architectures, refusing by default", () => {
   for (const arch of ["x86_64", "aarch64"]) {
-    for (const network of ["restricted", "enabled"] as const) {
+    for (const network of ["restricted", "enabled", "routed"] as const) {
       const program = seccompProgram(network, arch)!;
       assertEquals(program.byteLength % 8, 0);
       const view = new DataView(program.buffer);
