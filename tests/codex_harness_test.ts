@@ -8,6 +8,7 @@ import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts"
 import { fakeModel, type Json, toolOutputs, type Turn } from "./helpers/fake_model.ts";
 import { referenceBin, referenceHome, scratchRoot } from "./helpers/reference.ts";
 import { CLI } from "./helpers/wire_client.ts";
+import { httpOrigin } from "./helpers/proxy.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 
 const REF = referenceBin();
@@ -64,12 +65,14 @@ async function runCodex(
   ws: string,
   sandbox: string[],
   requests: Json[],
+  config: CodexConfig,
 ): Promise<string[]> {
   const home = `${base}/codex-home`;
   await Deno.mkdir(home);
   await Deno.writeTextFile(
     `${home}/config.toml`,
     [
+      ...(config.top ?? []),
       'model = "gpt-5.5"',
       'model_provider = "fake"',
       "[model_providers.fake]",
@@ -77,11 +80,23 @@ async function runCodex(
       `base_url = "${modelUrl}"`,
       'wire_api = "responses"',
       'env_key = "FAKE_MODEL_KEY"',
+      ...(config.tables ?? []),
     ].join("\n") + "\n",
   );
+  // Codex refuses to hand a remote executor a proxy when its own
+  // environment names extra CAs (SSL_CERT_FILE…): such runs get a bare one.
+  const env: Record<string, string> = {
+    CODEX_HOME: home,
+    FAKE_MODEL_KEY: "test-key",
+    CODEX_EXEC_SERVER_URL: serverUrl,
+  };
+  if (config.bareEnv) {
+    Object.assign(env, { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: base });
+  }
   const run = await new Deno.Command(REF!, {
     args: ["exec", "--skip-git-repo-check", "-C", ws, ...sandbox, "do the scripted work"],
-    env: { CODEX_HOME: home, FAKE_MODEL_KEY: "test-key", CODEX_EXEC_SERVER_URL: serverUrl },
+    env,
+    clearEnv: config.bareEnv ?? false,
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
@@ -93,7 +108,15 @@ async function runCodex(
       text.replaceAll(base, "$BASE")
         .replace(/Chunk ID: \w+/g, "Chunk ID: X")
         .replace(/Wall time: [\d.]+ seconds/g, "Wall time: X seconds")
+        .replace(/ after \d+ ms/g, " after X ms")
     );
+}
+
+/** Extra `config.toml` lines (before and after the model provider) and a bare environment. */
+interface CodexConfig {
+  readonly top?: string[];
+  readonly tables?: string[];
+  readonly bareEnv?: boolean;
 }
 
 /** The workspace: hello.txt; OUTSIDE is a sibling directory Codex never writes to. */
@@ -101,6 +124,7 @@ async function codexSession(
   kind: "ours" | "reference",
   sandbox: string[],
   turns: (ws: string, outside: string) => Turn[],
+  config: CodexConfig = {},
 ): Promise<Session> {
   await Deno.mkdir(CACHE, { recursive: true });
   const base = await Deno.makeTempDir({ dir: CACHE, prefix: "codex-exec-" });
@@ -117,7 +141,15 @@ async function codexSession(
       // operations run in a worker whose read-only placeholders (.codex …)
       // exist on the host while it lives.
       await using server = await startServer(kind);
-      outputs = await runCodex(base, model.baseUrl, server.url, ws, sandbox, model.requests);
+      outputs = await runCodex(
+        base,
+        model.baseUrl,
+        server.url,
+        ws,
+        sandbox,
+        model.requests,
+        config,
+      );
     }
     const files: Record<string, string> = {};
     for await (const entry of Deno.readDir(ws)) {
@@ -212,5 +244,52 @@ Deno.test({
     assertStringIncludes(ours.outputs[0]!, "hello\n");
     assertStringIncludes(ours.outputs[2]!, "foo=[]");
     assertEquals(ours, reference);
+  },
+});
+
+Deno.test({
+  name:
+    "codex exec with a permission profile's network (network_proxy): a proxy per command on the executor, nothing else reachable — as through the reference",
+  ignore: !ready,
+  async fn() {
+    const origin = httpOrigin();
+    try {
+      const port = origin.port;
+      const turns = (): Turn[] => [
+        {
+          call: "exec_command",
+          cmd: `curl -sS -m 5 -o /dev/null -w "%{http_code}\\n" --noproxy "" -x "$HTTP_PROXY" ` +
+            `http://localhost:${port}/via-proxy; ` +
+            `curl -sS -m 3 -o /dev/null -w "%{http_code}\\n" http://127.0.0.1:${port}/direct; ` +
+            `echo "active=$CODEX_NETWORK_PROXY_ACTIVE"`,
+        },
+        { message: "done" },
+      ];
+      const config: CodexConfig = {
+        top: ['default_permissions = "net"'],
+        tables: [
+          "[permissions.net.filesystem]",
+          '":root" = "read"',
+          "[permissions.net.network]",
+          "enabled = true",
+          'mode = "full"',
+          "allow_local_binding = true",
+          "[permissions.net.network.domains]",
+          '"localhost" = "allow"',
+        ],
+        bareEnv: true,
+      };
+      const flags = ["--enable", "network_proxy"];
+      const ours = await codexSession("ours", flags, turns, config);
+      const reference = await codexSession("reference", flags, turns, config);
+      assertEquals(ours.outputs.length, 1);
+      assertStringIncludes(ours.outputs[0]!, "200\n");
+      assertStringIncludes(ours.outputs[0]!, "Failed to connect to 127.0.0.1");
+      assertStringIncludes(ours.outputs[0]!, "active=1");
+      assertEquals(ours, reference);
+      assertEquals(origin.seen.map((s) => s.path), ["/via-proxy", "/via-proxy"]);
+    } finally {
+      await origin.server.shutdown();
+    }
   },
 });

@@ -388,6 +388,17 @@ Deno.test({
             networkProxy: { proxy },
           },
         );
+        // A policy that enables the network is still held to the proxy.
+        const enabled = await runSandboxed(
+          c,
+          ws,
+          script,
+          sandboxContext(ws, READ_ONLY, "enabled"),
+          {
+            enforceManagedNetwork: true,
+            networkProxy: { proxy },
+          },
+        );
         // A handled signal is the program's to answer, bridge or not.
         const started = await c.call("process/start", {
           processId: `trap${++processes}`,
@@ -411,6 +422,7 @@ Deno.test({
           routed.stdout,
           `exit=${routed.exitCode}`,
           unrouted.stdout,
+          enabled.stdout,
           `signalled=${exited.params.exitCode}`,
         ];
       }
@@ -418,14 +430,18 @@ Deno.test({
         "200\ndirect=7\nwrite=1\nproxy=unset\n",
         "exit=0",
         "000\n",
+        "200\ndirect=7\nwrite=1\nproxy=unset\n",
         "signalled=3",
       ]);
       // The reference signals its sandbox helper, which dies (130) without
       // the program's trap running; ours delivers to the program, bridged or not.
       if (outcomes.reference) {
-        assertEquals(outcomes.ours!.slice(0, 3), outcomes.reference.slice(0, 3));
+        assertEquals(outcomes.ours!.slice(0, 4), outcomes.reference.slice(0, 4));
       }
-      assertEquals(origin.seen.map((s) => s.path), servers.map(() => "/via-proxy"));
+      assertEquals(
+        origin.seen.map((s) => s.path),
+        servers.flatMap(() => ["/via-proxy", "/via-proxy"]),
+      );
     } finally {
       await origin.server.shutdown();
       await Deno.remove(ws, { recursive: true });
@@ -457,7 +473,23 @@ Deno.test({
       assertEquals(r.error, {
         code: -32603,
         message:
-          "sandbox requested but unavailable: routing a restricted network to the managed proxy needs a policy that can read everything",
+          "sandbox requested but unavailable: routing a sandbox's network to the managed proxy needs a policy that can read everything",
+      });
+      assert(!(await exists(`${ws}/ran`)));
+      // Enforced with no proxy to reach: refused, not run with the policy's network.
+      const none = await c.call("process/start", {
+        processId: "no-proxy",
+        argv: ["/bin/sh", "-c", `touch ${ws}/ran`],
+        cwd: `file://${ws}`,
+        env: {},
+        tty: false,
+        sandbox: sandboxContext(ws, READ_ONLY, "enabled"),
+        enforceManagedNetwork: true,
+      });
+      assertEquals(none.error, {
+        code: -32603,
+        message:
+          "sandbox requested but unavailable: enforceManagedNetwork needs a managed network proxy (send networkProxy, or start the server with --network-proxy)",
       });
       assert(!(await exists(`${ws}/ran`)));
       // Without enforceManagedNetwork nothing is routed: the same policy runs.

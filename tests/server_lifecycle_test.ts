@@ -124,8 +124,6 @@ Deno.test("environment/info describes this machine with file: URIs", async () =>
   // Codex-specific features not built yet are not claimed.
   for (
     const flag of [
-      "networkProxyLaunch",
-      "networkProxyReviewDomains",
       "credentialMasking",
       "credentialMaskingCustomProviders",
       "windowsMxc",
@@ -134,6 +132,8 @@ Deno.test("environment/info describes this machine with file: URIs", async () =>
     assertEquals(info.capabilities[flag], false, flag);
   }
   assertEquals(info.capabilities.environmentConfigRead, true);
+  assertEquals(info.capabilities.networkProxyLaunch, true);
+  assertEquals(info.capabilities.networkProxyReviewDomains, true);
   assertEquals(info.capabilities.shellSnapshotV2, true);
   assertEquals(info.capabilities.capabilityDiscoveryV2, true);
   assertEquals(info.capabilities.capabilityDiscoverySandbox, sandbox.available);

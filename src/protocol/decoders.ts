@@ -53,6 +53,7 @@ import type {
   HttpHeaderParam,
   HttpRequestParams,
   InitializeParams,
+  NetworkProxyAuditMetadata,
   NetworkProxyLaunch,
   ProcessCloseStdinParams,
   ProcessFlowParams,
@@ -370,10 +371,23 @@ const remoteProxyConfig = struct<RemoteNetworkProxyConfig>("RemoteNetworkProxyCo
   unixSockets: optional(record(unitEnum(["allow", "deny"], true))),
 });
 
+const auditMetadata = struct<NetworkProxyAuditMetadata>("NetworkProxyAuditMetadata", {
+  conversationId: nullable(string),
+  appVersion: nullable(string),
+  userAccountId: nullable(string),
+  authMode: nullable(string),
+  originator: nullable(string),
+  userEmail: nullable(string),
+  terminalType: nullable(string),
+  model: nullable(string),
+  slug: nullable(string),
+});
+
 /** `process/start.networkProxy`, with the reference's semantic checks. */
 const networkProxyLaunch: Decoder<NetworkProxyLaunch> = (v, path) => {
   const launch = struct<NetworkProxyLaunch>("RemoteNetworkProxyLaunchConfig", {
     proxy: remoteProxyConfig,
+    auditMetadata: optional(auditMetadata),
     policyDecisionTimeoutMs: optional(u64),
     environmentId: optional(string),
     executionId: optional(string),

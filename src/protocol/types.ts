@@ -1024,6 +1024,28 @@ export interface RemoteNetworkProxyConfig {
   unixSockets?: Record<string, "allow" | "deny">;
 }
 
+/** Who a launched proxy's decisions are attributed to (audit events only). */
+export interface NetworkProxyAuditMetadata {
+  /** `conversation.id`. */
+  conversationId?: string | null;
+  /** `app.version`. */
+  appVersion?: string | null;
+  /** `user.account_id`. */
+  userAccountId?: string | null;
+  /** `auth_mode`. */
+  authMode?: string | null;
+  /** `originator`. */
+  originator?: string | null;
+  /** `user.email`. */
+  userEmail?: string | null;
+  /** `terminal.type`. */
+  terminalType?: string | null;
+  /** `model`. */
+  model?: string | null;
+  /** `slug`. */
+  slug?: string | null;
+}
+
 /** `process/start.networkProxy`. */
 export interface NetworkProxyLaunch {
   /** The proxy's policy. */
@@ -1033,6 +1055,8 @@ export interface NetworkProxyLaunch {
    * the client as `network/policyRequest`; no answer within this time denies.
    */
   policyDecisionTimeoutMs?: number;
+  /** Attribution of the proxy's audit events. */
+  auditMetadata?: NetworkProxyAuditMetadata;
   /** The environment the process belongs to (audit only). */
   environmentId?: string;
   /** The execution the process belongs to (audit only). */

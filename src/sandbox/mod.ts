@@ -67,6 +67,10 @@ export interface PreparedSandbox {
  * Prepares `sandbox` (null: none asked for, or `permissions.type:
  * "disabled"`). Throws {@linkcode SandboxUnavailableError} when a sandbox is
  * required and bubblewrap cannot provide it — never runs unconfined instead.
+ *
+ * `proxyPorts` (managed network enforced): the sandbox's network is its own
+ * namespace whatever the policy says, and the managed proxy's loopback ports
+ * are all it can reach; an empty list (no proxy to reach) is refused.
  */
 export function prepareSandbox(
   sandbox: FileSystemSandboxContext | null | undefined,
@@ -75,18 +79,24 @@ export function prepareSandbox(
   proxyPorts: readonly number[] | null = null,
 ): PreparedSandbox | null {
   if (!sandbox) return null;
-  const plan = resolveSandbox(sandbox, context);
+  let plan = resolveSandbox(sandbox, context);
   if (!plan) return null;
   requireSandboxSupport();
   let route: ProxyRoute | null = null;
-  if (proxyPorts?.length && plan.network === "restricted") {
+  if (proxyPorts) {
+    if (proxyPorts.length === 0) {
+      throw new SandboxUnavailableError(
+        "sandbox requested but unavailable: enforceManagedNetwork needs a managed network proxy (send networkProxy, or start the server with --network-proxy)",
+      );
+    }
     // The bridge runs inside: it must be able to read its runtime, and a
     // policy that hides anything might hide that.
     if (!readsEverything(plan)) {
       throw new SandboxUnavailableError(
-        "sandbox requested but unavailable: routing a restricted network to the managed proxy needs a policy that can read everything",
+        "sandbox requested but unavailable: routing a sandbox's network to the managed proxy needs a policy that can read everything",
       );
     }
+    plan = { ...plan, network: "restricted" };
     route = ProxyRoute.open(proxyPorts);
   }
   const mountPoints = createdMountPoints(plan);

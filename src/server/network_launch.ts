@@ -15,6 +15,7 @@ import type { Logger } from "../log/logger.ts";
 import { defaultNetworkProxyConfig, type NetworkProxyConfig } from "../proxy/config.ts";
 import {
   ask,
+  type AuditMetadata,
   deny,
   type NetworkDecider,
   type NetworkDecision,
@@ -111,9 +112,14 @@ export function launchProcessProxy(
       const answer = await channel.request(ServerRequest.NetworkPolicyRequest, params, timeoutMs);
       return decisionFromAnswer(answer);
     };
+  const meta = launch.auditMetadata ?? {};
+  const auditMetadata: AuditMetadata = Object.fromEntries(
+    Object.entries(meta).filter(([, v]) => typeof v === "string"),
+  );
   return NetworkProxy.start(launchedProxyConfig(launch.proxy), {
     managed: true,
     logger,
+    auditMetadata,
     ...(decider ? { decider } : {}),
     ...(launch.proxy.reviewDomains ? { reviewDomains: launch.proxy.reviewDomains } : {}),
     // Decisions go to the client; the server's own log keeps them at debug.

@@ -258,13 +258,13 @@ async function startProcess(
     throw invalidRequest(`process ${p.processId} already exists`);
   }
   let env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
-  // The proxy a restricted sandbox is routed to (enforceManagedNetwork).
-  const routeTo = (proxy: ManagedNetworkEnv) =>
-    p.enforceManagedNetwork ? proxy.managedNetworkContext?.().loopbackPorts ?? null : null;
+  // enforceManagedNetwork: a sandbox's only way out is the proxy (none: no way out).
+  const routeTo = (proxy: ManagedNetworkEnv | null) =>
+    p.enforceManagedNetwork ? proxy?.managedNetworkContext?.().loopbackPorts ?? [] : null;
   if (!p.networkProxy) {
     const managed = p.enforceManagedNetwork ? server.managedNetwork : null;
     if (managed) env = managed.applyToEnv(env);
-    return await startChild(p, ctx, starter, env, managed ? routeTo(managed) : null);
+    return await startChild(p, ctx, starter, env, routeTo(managed));
   }
   const proxy = await launchProxy(p.processId, p.networkProxy, ctx);
   try {
@@ -296,8 +296,8 @@ async function launchProxy(
 }
 
 /**
- * The child itself: sandbox (routed to `proxyPorts` when its network is
- * restricted), shell snapshot, spawn, registration.
+ * The child itself: sandbox (its network only `proxyPorts` when given),
+ * shell snapshot, spawn, registration.
  */
 async function startChild(
   p: DecodedProcessStart,
