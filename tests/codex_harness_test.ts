@@ -260,7 +260,7 @@ Deno.test({
           call: "exec_command",
           cmd: `curl -sS -m 5 -o /dev/null -w "%{http_code}\\n" --noproxy "" -x "$HTTP_PROXY" ` +
             `http://localhost:${port}/via-proxy; ` +
-            `curl -sS -m 3 -o /dev/null -w "%{http_code}\\n" http://127.0.0.1:${port}/direct; ` +
+            `curl -sS -m 3 -o /dev/null -w "%{http_code}\\n" http://127.0.0.1:${port}/direct 2>&1; ` +
             `echo "active=$CODEX_NETWORK_PROXY_ACTIVE"`,
         },
         { message: "done" },
