@@ -15,8 +15,7 @@
  * @module
  */
 
-import { acceptConnections } from "../util/accept_loop.ts";
-import { relay } from "../util/conn_io.ts";
+import { forwardConnections } from "../util/conn_io.ts";
 import { signalExitCode } from "../process/signals.ts";
 
 /** Signals a shell job sends its group: the program handles them, the bridge waits. */
@@ -53,16 +52,10 @@ export async function runProxyBridge(args: readonly string[]): Promise<number> {
     }
   }
   const loops = routes.map(([port, path]) =>
-    acceptConnections(Deno.listen({ hostname: "127.0.0.1", port }), async (conn) => {
-      let upstream: Deno.Conn;
-      try {
-        upstream = await Deno.connect({ transport: "unix", path });
-      } catch {
-        conn.close();
-        return;
-      }
-      await relay(conn, upstream);
-    })
+    forwardConnections(
+      Deno.listen({ hostname: "127.0.0.1", port }),
+      () => Deno.connect({ transport: "unix", path }),
+    )
   );
   const ignore = () => {};
   for (const signal of GROUP_SIGNALS) Deno.addSignalListener(signal, ignore);

@@ -18,8 +18,8 @@
  * @module
  */
 
-import { acceptConnections, type ConnectionLoop } from "../util/accept_loop.ts";
-import { relay } from "../util/conn_io.ts";
+import type { ConnectionLoop } from "../util/accept_loop.ts";
+import { forwardConnections } from "../util/conn_io.ts";
 import { selfCommand } from "./self_command.ts";
 
 /** The bridge's subcommand in a compiled binary. */
@@ -50,16 +50,9 @@ export class ProxyRoute {
         const path = `${dir}/${port}.sock`;
         const listener = Deno.listen({ transport: "unix", path });
         sockets.set(port, path);
-        loops.push(acceptConnections(listener, async (conn) => {
-          let upstream: Deno.Conn;
-          try {
-            upstream = await Deno.connect({ hostname: "127.0.0.1", port });
-          } catch {
-            conn.close();
-            return;
-          }
-          await relay(conn, upstream);
-        }));
+        loops.push(
+          forwardConnections(listener, () => Deno.connect({ hostname: "127.0.0.1", port })),
+        );
       }
     } catch (error) {
       for (const loop of loops) void loop.close();

@@ -8,6 +8,8 @@
  * @module
  */
 
+import { acceptConnections, type ConnectionLoop } from "./accept_loop.ts";
+
 /** Something bytes can be written to, like `Deno.Conn`. */
 export interface ByteWriter {
   /** Writes some bytes; returns how many. */
@@ -95,4 +97,24 @@ export async function relay(
   await Promise.all([up, down]);
   fail();
   return stats;
+}
+
+/**
+ * Accepts from `listener` and relays each connection to a fresh `dial()`;
+ * a connection whose dial fails is closed.
+ */
+export function forwardConnections(
+  listener: Deno.Listener,
+  dial: () => Promise<Deno.Conn>,
+): ConnectionLoop {
+  return acceptConnections(listener, async (conn) => {
+    let upstream: Deno.Conn;
+    try {
+      upstream = await dial();
+    } catch {
+      conn.close();
+      return;
+    }
+    await relay(conn, upstream);
+  });
 }
