@@ -18,6 +18,8 @@ import { sandboxSupport } from "../src/sandbox/mod.ts";
 import { eventually, type Msg, type WireClient } from "./helpers/wire_client.ts";
 import { clientTargets, scratchRoot } from "./helpers/reference.ts";
 import { connect } from "../src/client/client.ts";
+import { launchProcessProxy, MAX_OPEN_QUESTIONS } from "../src/server/network_launch.ts";
+import { nullLogger } from "../src/log/logger.ts";
 import type {
   NetworkPolicyDecisionNotification,
   NetworkPolicyRequestParams,
@@ -511,3 +513,35 @@ async function exists(path: string): Promise<boolean> {
     return false;
   }
 }
+
+Deno.test("network launch: at most 64 open policy questions per proxy; more are denied at once", async () => {
+  const open: Array<(answer: unknown) => void> = [];
+  const notified: Msg[] = [];
+  const proxy = await launchProcessProxy(
+    { policyDecisionTimeoutMs: 60_000, proxy: PROXY },
+    "p",
+    {
+      request: () => new Promise((resolve) => open.push(resolve)),
+      notify: (_method, params) => void notified.push(params as Msg),
+    },
+    nullLogger,
+  );
+  const conns: Deno.Conn[] = [];
+  try {
+    const port = proxy.addresses.http!.port;
+    for (let i = 0; i < 70; i++) {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+      conns.push(conn);
+      await conn.write(
+        new TextEncoder().encode(`GET http://q${i}.test:1/ HTTP/1.1\r\nHost: q${i}.test:1\r\n\r\n`),
+      );
+    }
+    await eventually(() => open.length === MAX_OPEN_QUESTIONS && notified.length === 6);
+    assert(notified.every((d) => d.decision === "deny" && d.source === "decider"));
+    for (const answer of open) answer({ decision: { type: "deny", reason: "later" } });
+    await eventually(() => notified.length === 70);
+  } finally {
+    for (const conn of conns) conn.close();
+    await proxy.shutdown();
+  }
+});

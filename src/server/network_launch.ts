@@ -31,6 +31,9 @@ import type {
 } from "../protocol/types.ts";
 import { isRecord } from "../util/record.ts";
 
+/** Questions one proxy may have open at once; more are denied at once. */
+export const MAX_OPEN_QUESTIONS = 64;
+
 /** Where a launched proxy asks and reports: the process's session. */
 export interface PolicyChannel {
   /** A server → client request. */
@@ -102,15 +105,30 @@ export function launchProcessProxy(
   logger: Logger,
 ): Promise<NetworkProxy> {
   const timeoutMs = launch.policyDecisionTimeoutMs;
+  let asking = 0;
   const decider: NetworkDecider | undefined = timeoutMs === undefined
     ? undefined
     : async (request) => {
+      // A child opening connections faster than the client answers gets
+      // denials, not an ever-growing list of open questions.
+      if (asking >= MAX_OPEN_QUESTIONS) {
+        throw new Error(`${MAX_OPEN_QUESTIONS} policy questions already open`);
+      }
       const params: NetworkPolicyRequestParams = {
         processId,
         request: { protocol: request.protocol, host: request.host, port: request.port },
       };
-      const answer = await channel.request(ServerRequest.NetworkPolicyRequest, params, timeoutMs);
-      return decisionFromAnswer(answer);
+      asking++;
+      try {
+        const answer = await channel.request(
+          ServerRequest.NetworkPolicyRequest,
+          params,
+          timeoutMs,
+        );
+        return decisionFromAnswer(answer);
+      } finally {
+        asking--;
+      }
     };
   const meta = launch.auditMetadata ?? {};
   const auditMetadata: AuditMetadata = Object.fromEntries(
