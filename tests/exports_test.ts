@@ -107,6 +107,9 @@ Deno.test("architecture: no import cycles, and dependencies point inward", async
   // Layers that must not know the ones above them.
   const forbidden: Array<[string, RegExp]> = [
     ["websocket/", /^(jsonrpc|server|client|relay)\//],
+    ["http1/", /^(jsonrpc|server|client|relay|proxy|sidecars|mcp|http)\//],
+    ["util/", /^http1\//],
+    ["sandbox/", /^(server|client|relay|proxy|mcp)\//],
     ["jsonrpc/", /^(server|client|relay|process|fs|http|mcp|proxy)\//],
     ["relay/", /^client\//],
     ["server/handler.ts", /^server\/connection\.ts$/],

@@ -16,7 +16,7 @@
  */
 
 import { concatBytes } from "../util/bytes.ts";
-import { bodyStream, ByteSource, HttpBodyError, responseFraming } from "../util/http1_body.ts";
+import { bodyStream, ByteSource, HttpBodyError, responseFraming } from "../http1/body.ts";
 
 export { HttpBodyError };
 

@@ -12,7 +12,7 @@
  * @module
  */
 
-import { ByteSource, connReader } from "../util/http1_body.ts";
+import { ByteSource, connReader } from "../http1/body.ts";
 import { writeAll } from "../util/conn_io.ts";
 import {
   formatHostPort,

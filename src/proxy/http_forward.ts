@@ -15,7 +15,7 @@ import {
   encodeChunk,
   LAST_CHUNK,
   responseFraming,
-} from "../util/http1_body.ts";
+} from "../http1/body.ts";
 import { writeAll } from "../util/conn_io.ts";
 import {
   dialDirect,
@@ -25,7 +25,7 @@ import {
   proxyAuthorization,
   type UpstreamProxies,
 } from "./connector.ts";
-import type { ExchangeControls, ProxyRequest, ProxyResponse } from "./http_exchange.ts";
+import type { ExchangeControls, ExchangeRequest, ExchangeResponse } from "../http1/exchange.ts";
 import type { NetworkProxyState } from "./state.ts";
 import type { PooledConnection, UpstreamPool } from "./upstream_pool.ts";
 import { bracketHost } from "../util/host.ts";
@@ -134,11 +134,11 @@ function authority(target: ForwardTarget): string {
  */
 export async function forwardHttp(
   ctx: ForwardContext,
-  request: ProxyRequest,
+  request: ExchangeRequest,
   target: ForwardTarget,
   controls: ExchangeControls,
   headers: ReadonlyArray<readonly [string, string]> = stripHopByHop(request.rawHeaders),
-): Promise<ProxyResponse> {
+): Promise<ExchangeResponse> {
   const bodiless = request.headers.get("content-length") === null &&
     request.headers.get("transfer-encoding") === null;
   // A kept-alive connection may have been closed by the origin meanwhile;
@@ -167,13 +167,13 @@ function poolKey(target: ForwardTarget): string {
 
 async function exchange(
   ctx: ForwardContext,
-  request: ProxyRequest,
+  request: ExchangeRequest,
   target: ForwardTarget,
   controls: ExchangeControls,
   headers: ReadonlyArray<readonly [string, string]>,
   reused: PooledConnection | null,
   isReuse: boolean,
-): Promise<ProxyResponse> {
+): Promise<ExchangeResponse> {
   let conn: Deno.Conn;
   let absolute = false;
   let source: ByteSource;

@@ -13,7 +13,7 @@
  */
 
 import type { Logger } from "../log/logger.ts";
-import { ByteSource, connReader } from "../util/http1_body.ts";
+import { ByteSource, connReader } from "../http1/body.ts";
 import { relay, writeAll } from "../util/conn_io.ts";
 import {
   dialDirect,
@@ -26,11 +26,11 @@ import type { BlockReason, DecisionSource } from "./decision.ts";
 import { addrText, normalizeHost } from "../util/host.ts";
 import {
   type ExchangeControls,
-  type ProxyRequest,
-  type ProxyResponse,
+  type ExchangeRequest,
+  type ExchangeResponse,
   serveHttpExchanges,
   textResponse,
-} from "./http_exchange.ts";
+} from "../http1/exchange.ts";
 import { forwardHttp, type ForwardTarget } from "./http_forward.ts";
 import { methodAllowed } from "./policy.ts";
 import { blockedJson, blockedMessage, proxyErrorHeader } from "./responses.ts";
@@ -172,9 +172,9 @@ export async function handleHttpProxyConnection(
   };
 
   const plain = async (
-    request: ProxyRequest,
+    request: ExchangeRequest,
     controls: ExchangeControls,
-  ): Promise<ProxyResponse> => {
+  ): Promise<ExchangeResponse> => {
     const config = state.config;
     const method = request.method;
     const allowedMethod = methodAllowed(config.mode, method);
@@ -294,7 +294,7 @@ export async function handleHttpProxyConnection(
     }
   };
 
-  const respond = async (response: ProxyResponse) => {
+  const respond = async (response: ExchangeResponse) => {
     const body = response.body instanceof Uint8Array ? response.body : new Uint8Array(0);
     let text = `HTTP/1.1 ${response.status} ${
       response.status === 200
@@ -317,7 +317,7 @@ export async function handleHttpProxyConnection(
     await writeAll(conn, all);
   };
 
-  const connect = async (request: ProxyRequest): Promise<void> => {
+  const connect = async (request: ExchangeRequest): Promise<void> => {
     const authority = parseAuthority(request.target, null);
     if (!authority) return await respond(textResponse(400, "missing authority"));
     const host = normalizeHost(authority.host);

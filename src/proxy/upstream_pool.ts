@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { ByteSource } from "../util/http1_body.ts";
+import type { ByteSource } from "../http1/body.ts";
 
 /** A pooled connection and its reader (which may hold no pending bytes). */
 export interface PooledConnection {

@@ -18,7 +18,7 @@
 import type { Logger } from "../log/logger.ts";
 import { webSocketConnection } from "../jsonrpc/websocket_adapter.ts";
 import { acceptWebSocket, upgradeProblem, type WebSocketLimits } from "../websocket/handshake.ts";
-import { encodeResponse, HttpHeadError, readHead } from "../util/http1.ts";
+import { encodeResponse, HttpHeadError, readHead } from "../http1/head.ts";
 import type { ExecServer } from "./exec_server.ts";
 import { checkWebSocketAuth, type WebSocketAuth } from "./ws_auth.ts";
 import { acceptConnections } from "../util/accept_loop.ts";

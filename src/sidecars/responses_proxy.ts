@@ -22,7 +22,7 @@
 
 import { concatBytes } from "../util/bytes.ts";
 import { type HeaderField, httpRequest } from "../http/client.ts";
-import { type Http1Request, type Http1Response, serveHttp1 } from "../util/http1_server.ts";
+import { type Http1Request, type Http1Response, serveHttp1 } from "../http1/server.ts";
 import { ExchangeDumper, type ResponseDump } from "./exchange_dump.ts";
 
 /** The reference's default upstream. */

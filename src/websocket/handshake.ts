@@ -12,7 +12,7 @@ import {
   HttpHeadError,
   type MessageHead,
   readHead,
-} from "../util/http1.ts";
+} from "../http1/head.ts";
 
 /** Limits and timers shared by both roles. */
 export type WebSocketLimits = Omit<WebSocketChannelOptions, "role" | "leftover">;

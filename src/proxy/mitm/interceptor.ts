@@ -20,17 +20,17 @@
 
 import tls from "node:tls";
 import { join } from "node:path";
-import { ByteSource } from "../../util/http1_body.ts";
+import { ByteSource } from "../../http1/body.ts";
 import type { UpstreamProxies } from "../connector.ts";
 import type { UpstreamPool } from "../upstream_pool.ts";
 import { PolicyDialError } from "../connector.ts";
 import { bracketHost, formatHostPort, normalizeHost } from "../../util/host.ts";
 import {
-  type ProxyRequest,
-  type ProxyResponse,
+  type ExchangeRequest,
+  type ExchangeResponse,
   serveHttpExchanges,
   textResponse,
-} from "../http_exchange.ts";
+} from "../../http1/exchange.ts";
 import { forwardHttp, stripHopByHop } from "../http_forward.ts";
 import type { TunnelInterceptor } from "../http_proxy.ts";
 import { applyHookActions } from "../mitm_hooks.ts";
@@ -131,12 +131,12 @@ export async function createMitm(
   };
 
   async function inner(
-    request: ProxyRequest,
+    request: ExchangeRequest,
     host: string,
     port: number,
     client: string,
     controls: Parameters<Parameters<typeof serveHttpExchanges>[2]>[1],
-  ): Promise<ProxyResponse> {
+  ): Promise<ExchangeResponse> {
     const block = async (reason: string, source: "baseline_policy" | "mode_guard") => {
       state.audit({
         scope: reason === "not_allowed_local" ? "domain" : "non_domain",

@@ -10,7 +10,7 @@
  */
 
 import { Duplex } from "node:stream";
-import type { ChunkReader } from "../../util/http1_body.ts";
+import type { ChunkReader } from "../../http1/body.ts";
 import { type ByteWriter, writeAll } from "../../util/conn_io.ts";
 
 /** A Node `Duplex` over `conn`; `prefix` is read first. */

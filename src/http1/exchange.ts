@@ -1,25 +1,22 @@
 /**
- * An HTTP/1.1 server loop over any byte stream (a client connection, or the
- * decrypted inside of an intercepted TLS tunnel): requests one after another
- * on a kept-alive connection, streamed bodies both ways, informational
- * responses passed through, and responses framed for the client (length,
- * chunked, or close-delimited for HTTP/1.0).
+ * The HTTP/1.1 server loop, over any byte stream (a client connection, or
+ * the decrypted inside of an intercepted TLS tunnel): requests one after
+ * another on a kept-alive connection, the request exactly as sent (raw
+ * target, header names in their case and order, repeats kept), streamed
+ * bodies both ways, informational responses passed through, ambiguous
+ * framing refused with 400, and responses framed for the client (length,
+ * chunked, or close-delimited for HTTP/1.0). The egress proxy serves
+ * through it directly; `server.ts` puts it on a listener.
  *
  * @module
  */
 
-import { HttpHeadError, reasonPhrase } from "../util/http1.ts";
-import {
-  bodyStream,
-  type ByteSource,
-  encodeChunk,
-  LAST_CHUNK,
-  requestFraming,
-} from "../util/http1_body.ts";
+import { HttpHeadError, reasonPhrase } from "./head.ts";
+import { bodyStream, type ByteSource, encodeChunk, LAST_CHUNK, requestFraming } from "./body.ts";
 import { type ByteWriter, writeAll } from "../util/conn_io.ts";
 
 /** A request as received. */
-export interface ProxyRequest {
+export interface ExchangeRequest {
   /** Method. */
   readonly method: string;
   /** Request-target, raw. */
@@ -41,7 +38,7 @@ export interface ProxyRequest {
 }
 
 /** A response to write. */
-export interface ProxyResponse {
+export interface ExchangeResponse {
   /** Status. */
   readonly status: number;
   /** Reason phrase (default: a standard one). */
@@ -58,6 +55,8 @@ export interface ProxyResponse {
   readonly close?: boolean;
   /** Resolves true once the request body was read to its end (keep-alive needs it). */
   readonly requestDone?: Promise<boolean>;
+  /** Runs once the response was written (true) or could not be (false). */
+  readonly onSent?: (completed: boolean) => void;
 }
 
 /** What the handler may do besides answering. */
@@ -72,9 +71,9 @@ export interface ExchangeControls {
 
 /** Handles one request: a response, or `takeover` when it owns the connection now (CONNECT). */
 export type ExchangeHandler = (
-  request: ProxyRequest,
+  request: ExchangeRequest,
   controls: ExchangeControls,
-) => Promise<ProxyResponse | "takeover">;
+) => Promise<ExchangeResponse | "takeover">;
 
 const encoder = new TextEncoder();
 const FRAMING = new Set(["content-length", "transfer-encoding", "connection", "keep-alive"]);
@@ -85,7 +84,7 @@ export function textResponse(
   body: string,
   headers: ReadonlyArray<readonly [string, string]> = [],
   contentType = "text/plain",
-): ProxyResponse {
+): ExchangeResponse {
   return {
     status,
     headers: [["content-type", contentType], ...headers],
@@ -116,7 +115,7 @@ function head(
 /** Writes `response`; returns false when the connection must close after it. */
 async function writeResponse(
   writer: ByteWriter,
-  response: ProxyResponse,
+  response: ExchangeResponse,
   keepAlive: boolean,
   http11: boolean,
 ): Promise<boolean> {
@@ -183,6 +182,29 @@ async function writeResponse(
   return !closing;
 }
 
+const CONTINUE = encoder.encode("HTTP/1.1 100 Continue\r\n\r\n");
+
+/** Answers `expect: 100-continue` when (and only when) the body is read. */
+function continueFirst(
+  body: ReadableStream<Uint8Array>,
+  sendContinue: () => Promise<void>,
+): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let sent = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!sent) {
+        sent = true;
+        await sendContinue();
+      }
+      const { value, done } = await reader.read();
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  }, { highWaterMark: 0 });
+}
+
 /** Reads what is left of a body, up to `limit` bytes; false if there was more or it failed. */
 async function drain(body: ReadableStream<Uint8Array>, limit: number): Promise<boolean> {
   if (body.locked) return false;
@@ -206,6 +228,11 @@ export interface ExchangeOptions {
   readonly maxHeadBytes?: number;
   /** Called when a request head could not be parsed. */
   readonly onBadRequest?: (error: unknown) => void;
+  /**
+   * Answer `expect: 100-continue` with `100 Continue` when the handler
+   * first reads the body (default: the handler deals with it).
+   */
+  readonly continueOnRead?: boolean;
 }
 
 /**
@@ -260,7 +287,7 @@ export async function serveHttpExchanges(
         .catch(() => {});
       return "closed";
     }
-    const request: ProxyRequest = {
+    const request: { -readonly [K in keyof ExchangeRequest]: ExchangeRequest[K] } = {
       method,
       target,
       version,
@@ -273,12 +300,16 @@ export async function serveHttpExchanges(
         : "none",
       body: bodyStream(source, framing, () => {}),
     };
+    if (options.continueOnRead && request.headers.get("expect")?.toLowerCase() === "100-continue") {
+      request.body = continueFirst(request.body, () => writeAll(writer, CONTINUE));
+    }
     const keepAlive = !wantsClose(request);
     const response = await handler(request, controls);
     if (response === "takeover") return "takeover";
-    const again = await writeResponse(writer, response, keepAlive, version === "HTTP/1.1").catch(
-      () => false,
-    );
+    let written = false;
+    const again = await writeResponse(writer, response, keepAlive, version === "HTTP/1.1")
+      .then((again) => (written = true, again), () => false);
+    response.onSent?.(written);
     if (!again) return "closed";
     const bodyDone = response.requestDone
       ? await response.requestDone

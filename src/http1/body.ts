@@ -7,7 +7,7 @@
  * @module
  */
 
-import { findHeadEnd, type MessageHead, parseHead } from "./http1.ts";
+import { findHeadEnd, type MessageHead, parseHead } from "./head.ts";
 
 /** A request whose body framing could be read two ways; answered with 400. */
 export class AmbiguousFramingError extends Error {
