@@ -17,6 +17,7 @@
 
 import { concatBytes } from "../util/bytes.ts";
 import { bodyStream, ByteSource, HttpBodyError, responseFraming } from "../http1/body.ts";
+import { encodeRequestHead, type HeadField, isInterim, responseStatus } from "../http1/head.ts";
 
 export { HttpBodyError };
 
@@ -45,7 +46,7 @@ export interface HttpClientRequest {
 }
 
 /** One request header: a name and a text or byte value. */
-export type HeaderField = readonly [string, string | Uint8Array];
+export type HeaderField = HeadField;
 
 /** A response whose body is still on the wire. */
 export interface HttpClientResponse {
@@ -68,8 +69,6 @@ export class HttpTransportError extends Error {
   }
 }
 
-const encoder = new TextEncoder();
-
 /** RFC 9110 token characters (methods and header names). */
 export const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
@@ -87,19 +86,11 @@ function serialiseRequest(request: HttpClientRequest, url: URL): Uint8Array {
   ) {
     headers.push(["content-length", String(request.body.length)]);
   }
-  const parts: Uint8Array[] = [];
-  let text = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\n`;
-  for (const [name, value] of headers) {
-    if (typeof value === "string") {
-      text += `${name}: ${value}\r\n`;
-      continue;
-    }
-    parts.push(encoder.encode(`${text}${name}: `), value);
-    text = "\r\n";
-  }
-  parts.push(encoder.encode(text + "\r\n"));
-  if (request.body && request.body.length > 0) parts.push(request.body);
-  return concatBytes(parts);
+  const head = encodeRequestHead(request.method, `${url.pathname}${url.search}`, headers);
+  if (!request.body?.length) return head;
+  const bytes = concatBytes([head, request.body]);
+  if (headers.some(([, v]) => typeof v !== "string")) head.fill(0);
+  return bytes;
 }
 
 async function connect(url: URL, request: HttpClientRequest): Promise<Deno.Conn> {
@@ -154,12 +145,10 @@ async function exchange(
     for (;;) {
       const head = await source.head();
       if (head === null) throw new HttpTransportError("connection closed before the response head");
-      const status = Number(head.startLine[1]);
-      if (!/^HTTP\/1\.[01]$/.test(head.startLine[0]) || !Number.isInteger(status)) {
-        throw new HttpTransportError("invalid response status line");
-      }
+      const status = responseStatus(head);
+      if (status === null) throw new HttpTransportError("invalid response status line");
       // Informational responses precede the real one.
-      if (status >= 100 && status < 200 && status !== 101) continue;
+      if (isInterim(status)) continue;
       const responseHeaders = head.rawHeaders.map(([n, v]) =>
         [n.toLowerCase(), v] as [string, string]
       );

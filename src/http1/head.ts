@@ -1,9 +1,12 @@
 /**
- * The minimum of HTTP/1.1 a WebSocket endpoint needs: reading one request or
- * response head (bounded in size and time) and writing a small response.
+ * HTTP/1.1 message heads: reading one (bounded in size and time), parsing
+ * it, checking a status line, writing a request head or a small response,
+ * and the one table of reason phrases.
  *
  * @module
  */
+
+import { concatBytes } from "../util/bytes.ts";
 
 /** A parsed request or response head. */
 export interface MessageHead {
@@ -177,4 +180,41 @@ export async function acceptKey(key: string): Promise<string> {
     encoder.encode(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"),
   );
   return new Uint8Array(digest).toBase64();
+}
+
+/** A header field to write: a text value, or bytes written as they are (secrets). */
+export type HeadField = readonly [string, string | Uint8Array];
+
+/**
+ * A request head: `METHOD TARGET HTTP/1.1`, then `fields` in order with
+ * repeats. Byte values are copied in without ever becoming strings.
+ */
+export function encodeRequestHead(
+  method: string,
+  target: string,
+  fields: Iterable<HeadField>,
+): Uint8Array {
+  const parts: Uint8Array[] = [];
+  let text = `${method} ${target} HTTP/1.1\r\n`;
+  for (const [name, value] of fields) {
+    if (typeof value === "string") {
+      text += `${name}: ${value}\r\n`;
+      continue;
+    }
+    parts.push(encoder.encode(`${text}${name}: `), value);
+    text = "\r\n";
+  }
+  parts.push(encoder.encode(text + "\r\n"));
+  return concatBytes(parts);
+}
+
+/** A response's status code, or null when the status line is not `HTTP/1.x NNN`. */
+export function responseStatus(head: MessageHead): number | null {
+  const status = Number(head.startLine[1]);
+  return /^HTTP\/1\.[01]$/.test(head.startLine[0]) && Number.isInteger(status) ? status : null;
+}
+
+/** True for a 1xx response that another one follows (every 1xx but 101). */
+export function isInterim(status: number): boolean {
+  return status >= 100 && status < 200 && status !== 101;
 }

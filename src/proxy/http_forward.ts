@@ -17,6 +17,7 @@ import {
   responseFraming,
 } from "../http1/body.ts";
 import { writeAll } from "../util/conn_io.ts";
+import { encodeRequestHead, isInterim, responseStatus } from "../http1/head.ts";
 import {
   dialDirect,
   dialProxy,
@@ -81,8 +82,6 @@ export function stripHopByHop(
   }
   return headers.filter(([n]) => !named.has(n.toLowerCase())).map(([n, v]) => [n, v]);
 }
-
-const encoder = new TextEncoder();
 
 /** The upstream is unreachable or broke the exchange. */
 export class UpstreamError extends Error {
@@ -197,27 +196,24 @@ async function exchange(
   const requestTarget = absolute
     ? `${target.scheme}://${authority(target)}${target.path}`
     : target.path;
-  let text = `${request.method} ${requestTarget} HTTP/1.1\r\n`;
-  let hasHost = false;
-  for (const [n, v] of headers) {
+  const fields: Array<readonly [string, string]> = headers.filter(([n]) => {
     const lower = n.toLowerCase();
-    if (lower === "content-length" || lower === "transfer-encoding") continue;
-    if (lower === "host") hasHost = true;
-    text += `${n}: ${v}\r\n`;
-  }
-  if (!hasHost) text += `host: ${authority(target)}\r\n`;
-  if (chunked) text += "transfer-encoding: chunked\r\n";
+    return lower !== "content-length" && lower !== "transfer-encoding";
+  });
+  if (!fields.some(([n]) => n.toLowerCase() === "host")) fields.push(["host", authority(target)]);
+  if (chunked) fields.push(["transfer-encoding", "chunked"]);
   else if (typeof request.bodyFraming === "number") {
-    text += `content-length: ${request.bodyFraming}\r\n`;
+    fields.push(["content-length", String(request.bodyFraming)]);
   }
   const auth = proxyUrl ? proxyAuthorization(proxyUrl) : null;
-  if (auth) text += `proxy-authorization: ${auth}\r\n`;
-  text += poolable ? "\r\n" : "connection: close\r\n\r\n";
+  if (auth) fields.push(["proxy-authorization", auth]);
+  if (!poolable) fields.push(["connection", "close"]);
+  const head = encodeRequestHead(request.method, requestTarget, fields);
 
   const bodyDone = Promise.withResolvers<boolean>();
   let started = false;
   const sendBody = (async () => {
-    await writeAll(conn, encoder.encode(text));
+    await writeAll(conn, head);
     const reader = request.body.getReader();
     try {
       for (;;) {
@@ -258,12 +254,10 @@ async function exchange(
         throw new UpstreamError("upstream closed before answering");
       }
       gotBytes = true;
-      const status = Number(parsed.startLine[1]);
-      if (!/^HTTP\/1\.[01]$/.test(parsed.startLine[0]) || !Number.isInteger(status)) {
-        throw new UpstreamError("invalid upstream status line");
-      }
+      const status = responseStatus(parsed);
+      if (status === null) throw new UpstreamError("invalid upstream status line");
       const responseHeaders = stripHopByHop(parsed.rawHeaders);
-      if (status >= 100 && status < 200 && status !== 101) {
+      if (isInterim(status)) {
         await controls.informational(status, parsed.startLine[2], responseHeaders);
         continue;
       }
