@@ -31,6 +31,14 @@ export interface ByteDuplex {
   readonly readable: ReadableStream<Uint8Array>;
   /** Outbound bytes. */
   readonly writable: WritableStream<Uint8Array>;
+  /**
+   * Reads into `p` (as `Deno.Conn.read`). When both this and `write` exist
+   * the channel uses them instead of the streams: one operation per read and
+   * per write, without the stream machinery's promise hops.
+   */
+  read?(p: Uint8Array): Promise<number | null>;
+  /** Writes some of `p`; resolves with how much (as `Deno.Conn.write`). */
+  write?(p: Uint8Array): Promise<number>;
   /** Closes the underlying transport. */
   close(): void;
 }
@@ -102,13 +110,19 @@ export class WebSocketChannel {
   readonly reusableWrites: boolean;
 
   #transport: ByteDuplex;
-  #reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader;
-  #byob: boolean;
+  #reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader | null = null;
+  #byob = false;
+  /** Reads and writes go straight to the transport's `read`/`write`. */
+  #direct:
+    | { read(p: Uint8Array): Promise<number | null>; write(p: Uint8Array): Promise<number> }
+    | null;
+  /** Direct writes, in order. */
+  #writeChain: Promise<void> = Promise.resolve();
   /** BYOB reads land here between payloads (reused, grown; transferred each read). */
   #scratch: Uint8Array = new Uint8Array(0);
   /** Recycled buffers of {@linkcode sendBinaryBatch}. */
   #spare: Uint8Array[] = [];
-  #writer: WritableStreamDefaultWriter<Uint8Array>;
+  #writer: WritableStreamDefaultWriter<Uint8Array> | null = null;
   #parser: FrameParser;
   #masked: boolean;
   #resolveClosed!: (info: WebSocketCloseInfo) => void;
@@ -128,17 +142,28 @@ export class WebSocketChannel {
   /** Wraps `transport`; the HTTP handshake must already be done. */
   constructor(transport: ByteDuplex, options: WebSocketChannelOptions) {
     this.#transport = transport;
-    // Byte streams (Deno sockets) are read BYOB: large payloads straight
-    // into the frame's buffer, everything else into one reused buffer.
-    try {
-      this.#reader = transport.readable.getReader({ mode: "byob" });
-      this.#byob = true;
+    const { read, write } = transport;
+    this.#direct = read && write
+      ? { read: (p) => read.call(transport, p), write: (p) => write.call(transport, p) }
+      : null;
+    if (this.#direct) {
+      // Large payloads are read straight into the frame's buffer,
+      // everything else into one reused buffer.
       this.#scratch = new Uint8Array(READ_MIN);
-    } catch {
-      this.#reader = transport.readable.getReader();
-      this.#byob = false;
+    } else {
+      // Byte streams are read BYOB, to the same effect.
+      try {
+        this.#reader = transport.readable.getReader({ mode: "byob" });
+        this.#byob = true;
+        this.#scratch = new Uint8Array(READ_MIN);
+      } catch {
+        this.#reader = transport.readable.getReader();
+      }
+      this.#writer = transport.writable.getWriter();
+      this.#writer.closed.catch(() =>
+        this.#end({ code: 1006, reason: "write failed", wasClean: false })
+      );
     }
-    this.#writer = transport.writable.getWriter();
     this.maxFrameBytes = options.maxFrameBytes ?? 16 * 1024 * 1024;
     this.maxMessageBytes = options.maxMessageBytes ?? 64 * 1024 * 1024;
     this.#masked = options.role === "client";
@@ -155,9 +180,6 @@ export class WebSocketChannel {
       pull: (controller) => this.#pull(controller),
       cancel: () => this.close(CloseCode.GoingAway, "consumer cancelled"),
     }, { highWaterMark: 0 });
-    this.#writer.closed.catch(() =>
-      this.#end({ code: 1006, reason: "write failed", wasClean: false })
-    );
     this.#schedulePing();
   }
 
@@ -185,8 +207,20 @@ export class WebSocketChannel {
   /** Writes pre-encoded frame bytes, in order with every other write. */
   writeRaw(...chunks: Uint8Array[]): Promise<void> {
     if (this.#ended) return Promise.reject(new Error("WebSocket is closed"));
-    if (chunks.length === 1) return this.#writer.write(chunks[0]!);
-    return this.#writer.write(concatBytes(chunks));
+    const bytes = chunks.length === 1 ? chunks[0]! : concatBytes(chunks);
+    const direct = this.#direct;
+    if (!direct) return this.#writer!.write(bytes);
+    const written = this.#writeChain.then(async () => {
+      if (this.#ended) throw new Error("WebSocket is closed");
+      for (let offset = 0; offset < bytes.length;) {
+        offset += await direct.write(bytes.subarray(offset));
+      }
+    });
+    // A failed write ends the channel; later writes then fail at once.
+    this.#writeChain = written.catch(() =>
+      this.#end({ code: 1006, reason: "write failed", wasClean: false })
+    );
+    return written;
   }
 
   /**
@@ -345,8 +379,8 @@ export class WebSocketChannel {
     this.#pingTimer = undefined;
     clearTimeout(this.#pongTimer);
     this.#pongTimer = undefined;
-    this.#reader.cancel().catch(() => {});
-    this.#writer.close().catch(() => {});
+    this.#reader?.cancel().catch(() => {});
+    this.#writer?.close().catch(() => {});
     try {
       this.#transport.close();
     } catch { /* already closed */ }
@@ -399,7 +433,19 @@ export class WebSocketChannel {
       } else {
         let result: ReadableStreamReadResult<Uint8Array>;
         try {
-          if (this.#byob) {
+          if (this.#direct) {
+            const tail = this.#parser.payloadTail();
+            direct = tail.length >= DIRECT_READ_MIN;
+            const into = direct ? tail.subarray(0, 1024 * 1024) : this.#scratch;
+            const n = await this.#direct.read(into);
+            result = n === null ? { done: true, value: undefined } : {
+              done: false,
+              value: into.subarray(0, n),
+            };
+            if (!direct && n === into.length && n < READ_MAX) {
+              this.#scratch = new Uint8Array(n * 2);
+            }
+          } else if (this.#byob) {
             const tail = this.#parser.payloadTail();
             direct = tail.length >= DIRECT_READ_MIN;
             const into = direct ? tail.subarray(0, 1024 * 1024) : this.#scratch;
