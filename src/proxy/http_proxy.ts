@@ -14,6 +14,8 @@
 
 import type { Logger } from "../log/logger.ts";
 import { ByteSource, connReader } from "../http1/body.ts";
+import { reasonPhrase } from "../http1/head.ts";
+import { concatBytes } from "../util/bytes.ts";
 import { relay, writeAll } from "../util/conn_io.ts";
 import {
   dialDirect,
@@ -106,331 +108,291 @@ export function validateAbsoluteHost(
   return urlPort === dflt ? "ok" : "mismatch";
 }
 
+/** One client connection of the HTTP listener. */
+interface ClientConn {
+  readonly ctx: ListenerContext;
+  readonly conn: Deno.Conn;
+  readonly source: ByteSource;
+  /** The client's address (`ip:port`), as decisions and logs name it. */
+  readonly client: string;
+}
+
 /** Serves one client connection of the HTTP listener. */
 export async function handleHttpProxyConnection(
   ctx: ListenerContext,
   conn: Deno.Conn,
 ): Promise<void> {
-  const client = addrText(conn.remoteAddr);
-  const source = new ByteSource(connReader(conn));
-  const { state } = ctx;
-
-  const block = async (
-    b: Blocked,
-    method: string,
-    protocol: string,
-    policyProtocol: string,
-    json: boolean,
-  ) => {
-    await state.recordBlocked({
-      host: b.host,
-      reason: b.reason,
-      client,
-      method,
-      protocol,
-      decision: b.decision,
-      source: b.source,
-      ...(b.port !== undefined ? { port: b.port } : {}),
-    });
-    const headers: Array<[string, string]> = [["x-proxy-error", proxyErrorHeader(b.reason)]];
-    if (json) {
-      return textResponse(
-        403,
-        blockedJson({
-          host: normalizeHost(b.host),
-          reason: b.reason,
-          decision: b.decision,
-          source: b.source,
-          protocol: policyProtocol,
-          port: b.port,
-        }),
-        headers,
-        "application/json",
-      );
-    }
-    return textResponse(403, blockedMessage(b.reason), headers);
+  const peer: ClientConn = {
+    ctx,
+    conn,
+    source: new ByteSource(connReader(conn)),
+    client: addrText(conn.remoteAddr),
   };
-
-  const guard = (
-    host: string,
-    port: number,
-    method: string,
-    protocol: string,
-    reason: BlockReason,
-  ) => {
-    state.audit({
-      scope: "non_domain",
-      decision: "deny",
-      source: reason === "proxy_disabled" ? "proxy_state" : "mode_guard",
-      reason,
-      protocol,
-      host,
-      port,
-      method,
-      client,
-    });
-  };
-
-  const plain = async (
-    request: ExchangeRequest,
-    controls: ExchangeControls,
-  ): Promise<ExchangeResponse> => {
-    const config = state.config;
-    const method = request.method;
-    const allowedMethod = methodAllowed(config.mode, method);
-    if (request.headers.has("x-unix-socket")) {
-      if (!config.enabled) return textResponse(503, "network proxy is disabled");
-      if (!allowedMethod) {
-        guard("unix-socket", 0, method, "http", "method_not_allowed");
-        return textResponse(
-          403,
-          JSON.stringify({ status: "blocked", host: "unix-socket", reason: "method_not_allowed" }),
-          [["x-proxy-error", "blocked-by-method-policy"]],
-          "application/json",
-        );
-      }
-      guard("unix-socket", 0, method, "http", "unix_socket_unsupported");
-      return textResponse(501, "unix sockets unsupported");
-    }
-    let target: ForwardTarget;
-    if (/^https?:\/\//i.test(request.target)) {
-      let url: URL;
-      try {
-        url = new URL(request.target);
-      } catch {
-        return textResponse(400, "missing host");
-      }
-      const check = validateAbsoluteHost(url, request.headers.get("host"));
-      if (check === "invalid") return textResponse(400, "invalid Host header");
-      if (check === "mismatch") {
-        return textResponse(400, "Host header does not match request target");
-      }
-      const scheme = url.protocol === "https:" ? "https" : "http";
-      target = {
-        scheme,
-        host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
-        port: Number(url.port || (scheme === "https" ? 443 : 80)),
-        path: `${url.pathname}${url.search}`,
-      };
-    } else {
-      const hostHeader = request.headers.get("host");
-      const parsed = hostHeader ? parseAuthority(hostHeader, 80) : null;
-      if (!parsed || parsed.host === "" || !request.target.startsWith("/")) {
-        return textResponse(400, "missing host");
-      }
-      target = { scheme: "http", host: parsed.host, port: parsed.port, path: request.target };
-    }
-    if (!config.enabled) {
-      guard(target.host, target.port, method, "http", "proxy_disabled");
-      await state.recordBlocked({
-        host: target.host,
-        reason: "proxy_disabled",
-        client,
-        method,
-        protocol: "http",
-        port: target.port,
-      });
-      return textResponse(503, "network proxy is disabled");
-    }
-    const host = normalizeHost(target.host);
-    const decision = await state.evaluateHostPolicy({
-      protocol: "http",
-      host,
-      port: target.port,
-      method,
-      clientAddr: client,
-    });
-    if (!decision.allow) {
-      return await block(
-        {
-          host,
-          port: target.port,
-          reason: decision.reason,
-          source: decision.source,
-          decision: decision.decision,
-        },
-        method,
-        "http",
-        "http",
-        true,
-      );
-    }
-    if (!allowedMethod) {
-      guard(host, target.port, method, "http", "method_not_allowed");
-      return await block(
-        {
-          host,
-          port: target.port,
-          reason: "method_not_allowed",
-          source: "mode_guard",
-          decision: "deny",
-        },
-        method,
-        "http",
-        "http",
-        true,
-      );
-    }
-    try {
-      return await forwardHttp(ctx, request, target, controls);
-    } catch (error) {
-      if (error instanceof PolicyDialError) {
-        return await block(
-          {
-            host,
-            port: target.port,
-            reason: "not_allowed_local",
-            source: "baseline_policy",
-            decision: "deny",
-          },
-          method,
-          "http",
-          "http",
-          true,
-        );
-      }
-      ctx.logger.debug("proxy.upstream_failed", { host, error: (error as Error).message });
-      return { ...textResponse(502, "upstream failure"), close: true };
-    }
-  };
-
-  const respond = async (response: ExchangeResponse) => {
-    const body = response.body instanceof Uint8Array ? response.body : new Uint8Array(0);
-    let text = `HTTP/1.1 ${response.status} ${
-      response.status === 200
-        ? "OK"
-        : response.status === 403
-        ? "Forbidden"
-        : response.status === 502
-        ? "Bad Gateway"
-        : response.status === 503
-        ? "Service Unavailable"
-        : "Bad Request"
-    }\r\n`;
-    for (const [n, v] of response.headers) text += `${n}: ${v}\r\n`;
-    text += `content-length: ${body.length}\r\n`;
-    if (response.status !== 200) text += "connection: close\r\n";
-    const head = new TextEncoder().encode(text + "\r\n");
-    const all = new Uint8Array(head.length + body.length);
-    all.set(head);
-    all.set(body, head.length);
-    await writeAll(conn, all);
-  };
-
-  const connect = async (request: ExchangeRequest): Promise<void> => {
-    const authority = parseAuthority(request.target, null);
-    if (!authority) return await respond(textResponse(400, "missing authority"));
-    const host = normalizeHost(authority.host);
-    if (host === "") return await respond(textResponse(400, "invalid host"));
-    const port = authority.port;
-    const config = state.config;
-    if (!config.enabled) {
-      guard(host, port, "CONNECT", "https_connect", "proxy_disabled");
-      await state.recordBlocked({
-        host,
-        reason: "proxy_disabled",
-        client,
-        method: "CONNECT",
-        protocol: "https_connect",
-        port,
-      });
-      return await respond(textResponse(503, "network proxy is disabled"));
-    }
-    const decision = await state.evaluateHostPolicy({
-      protocol: "https_connect",
-      host,
-      port,
-      method: "CONNECT",
-      clientAddr: client,
-    });
-    if (!decision.allow) {
-      return await respond(
-        await block(
-          {
-            host,
-            port,
-            reason: decision.reason,
-            source: decision.source,
-            decision: decision.decision,
-          },
-          "CONNECT",
-          "http-connect",
-          "https_connect",
-          false,
-        ),
-      );
-    }
-    const intercept = config.mode === "limited" || state.current.hooks.has(host);
-    if (intercept && (!config.mitm || !ctx.mitm)) {
-      guard(host, port, "CONNECT", "https_connect", "mitm_required");
-      return await respond(
-        await block(
-          { host, port, reason: "mitm_required", source: "mode_guard", decision: "deny" },
-          "CONNECT",
-          "http-connect",
-          "https_connect",
-          false,
-        ),
-      );
-    }
-    const leftover = source.takePending();
-    if (intercept) {
-      await respond({ status: 200, headers: [] });
-      return await ctx.mitm!.intercept(conn, leftover, host, port, client);
-    }
-    let upstream: Deno.Conn;
-    let upstreamLeftover: Uint8Array | null = null;
-    try {
-      const proxy = config.allow_upstream_proxy ? pickUpstream(ctx.upstreams, true) : null;
-      if (proxy) {
-        ({ conn: upstream, leftover: upstreamLeftover } = await dialViaProxy(
-          proxy,
-          authority.host,
-          port,
-        ));
-      } else upstream = await dialDirect(state, authority.host, port);
-    } catch (error) {
-      if (error instanceof PolicyDialError) {
-        return await respond(
-          await block(
-            {
-              host,
-              port,
-              reason: "not_allowed_local",
-              source: "baseline_policy",
-              decision: "deny",
-            },
-            "CONNECT",
-            "http-connect",
-            "https_connect",
-            false,
-          ),
-        );
-      }
-      ctx.logger.debug("proxy.connect_failed", { host, port, error: (error as Error).message });
-      return await respond(textResponse(502, "upstream failure"));
-    }
-    await respond({ status: 200, headers: [] });
-    if (upstreamLeftover?.length) await writeAll(conn, upstreamLeftover);
-    await relay(conn, upstream, { toUpstream: leftover });
-  };
-
   try {
-    await serveHttpExchanges(source, conn, async (request, controls) => {
+    await serveHttpExchanges(peer.source, conn, async (request, controls) => {
       if (request.method === "CONNECT") {
-        await connect(request);
+        await serveConnect(peer, request);
         return "takeover";
       }
-      return await plain(request, controls);
+      return await serveForward(peer, request, controls);
     }, {
       onBadRequest: (error) =>
-        ctx.logger.debug("proxy.bad_request", { client, error: (error as Error).message }),
+        ctx.logger.debug("proxy.bad_request", {
+          client: peer.client,
+          error: (error as Error).message,
+        }),
     });
   } catch (error) {
-    ctx.logger.debug("proxy.connection_failed", { client, error: (error as Error).message });
+    ctx.logger.debug("proxy.connection_failed", {
+      client: peer.client,
+      error: (error as Error).message,
+    });
   } finally {
     try {
       conn.close();
     } catch { /* closed */ }
   }
+}
+
+/** Records a blocked request and builds its 403 (JSON for plain requests, text for CONNECT). */
+async function blockedResponse(
+  peer: ClientConn,
+  b: Blocked,
+  method: string,
+  protocol: string,
+  policyProtocol: string,
+  json: boolean,
+): Promise<ExchangeResponse> {
+  await peer.ctx.state.recordBlocked({
+    host: b.host,
+    reason: b.reason,
+    client: peer.client,
+    method,
+    protocol,
+    decision: b.decision,
+    source: b.source,
+    ...(b.port !== undefined ? { port: b.port } : {}),
+  });
+  const headers: Array<[string, string]> = [["x-proxy-error", proxyErrorHeader(b.reason)]];
+  if (!json) return textResponse(403, blockedMessage(b.reason), headers);
+  return textResponse(
+    403,
+    blockedJson({
+      host: normalizeHost(b.host),
+      reason: b.reason,
+      decision: b.decision,
+      source: b.source,
+      protocol: policyProtocol,
+      port: b.port,
+    }),
+    headers,
+    "application/json",
+  );
+}
+
+/** Audits a refusal by the mode or the proxy's state (not the host policy). */
+function auditGuard(
+  peer: ClientConn,
+  host: string,
+  port: number,
+  method: string,
+  protocol: string,
+  reason: BlockReason,
+): void {
+  peer.ctx.state.audit({
+    scope: "non_domain",
+    decision: "deny",
+    source: reason === "proxy_disabled" ? "proxy_state" : "mode_guard",
+    reason,
+    protocol,
+    host,
+    port,
+    method,
+    client: peer.client,
+  });
+}
+
+/** The 503 of a disabled proxy, audited and recorded. */
+async function disabledResponse(
+  peer: ClientConn,
+  host: string,
+  port: number,
+  method: string,
+  protocol: string,
+): Promise<ExchangeResponse> {
+  auditGuard(peer, host, port, method, protocol, "proxy_disabled");
+  await peer.ctx.state.recordBlocked({
+    host,
+    reason: "proxy_disabled",
+    client: peer.client,
+    method,
+    protocol,
+    port,
+  });
+  return textResponse(503, "network proxy is disabled");
+}
+
+/** Where an absolute-form or origin-form request goes, or the 400 it gets. */
+function forwardTarget(request: ExchangeRequest): ForwardTarget | ExchangeResponse {
+  if (/^https?:\/\//i.test(request.target)) {
+    let url: URL;
+    try {
+      url = new URL(request.target);
+    } catch {
+      return textResponse(400, "missing host");
+    }
+    const check = validateAbsoluteHost(url, request.headers.get("host"));
+    if (check === "invalid") return textResponse(400, "invalid Host header");
+    if (check === "mismatch") return textResponse(400, "Host header does not match request target");
+    const scheme = url.protocol === "https:" ? "https" : "http";
+    return {
+      scheme,
+      host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+      port: Number(url.port || (scheme === "https" ? 443 : 80)),
+      path: `${url.pathname}${url.search}`,
+    };
+  }
+  const hostHeader = request.headers.get("host");
+  const parsed = hostHeader ? parseAuthority(hostHeader, 80) : null;
+  if (!parsed || parsed.host === "" || !request.target.startsWith("/")) {
+    return textResponse(400, "missing host");
+  }
+  return { scheme: "http", host: parsed.host, port: parsed.port, path: request.target };
+}
+
+/** A request for `x-unix-socket` (macOS only): refused by method or as unsupported. */
+function unixSocketResponse(peer: ClientConn, method: string, allowedMethod: boolean) {
+  if (!peer.ctx.state.config.enabled) return textResponse(503, "network proxy is disabled");
+  if (!allowedMethod) {
+    auditGuard(peer, "unix-socket", 0, method, "http", "method_not_allowed");
+    return textResponse(
+      403,
+      JSON.stringify({ status: "blocked", host: "unix-socket", reason: "method_not_allowed" }),
+      [["x-proxy-error", "blocked-by-method-policy"]],
+      "application/json",
+    );
+  }
+  auditGuard(peer, "unix-socket", 0, method, "http", "unix_socket_unsupported");
+  return textResponse(501, "unix sockets unsupported");
+}
+
+/** A plain (non-CONNECT) request: checks in the reference's order, then forwarded. */
+async function serveForward(
+  peer: ClientConn,
+  request: ExchangeRequest,
+  controls: ExchangeControls,
+): Promise<ExchangeResponse> {
+  const { ctx } = peer;
+  const config = ctx.state.config;
+  const method = request.method;
+  const allowedMethod = methodAllowed(config.mode, method);
+  if (request.headers.has("x-unix-socket")) return unixSocketResponse(peer, method, allowedMethod);
+  const target = forwardTarget(request);
+  if (!("scheme" in target)) return target;
+  if (!config.enabled) {
+    return await disabledResponse(peer, target.host, target.port, method, "http");
+  }
+  const host = normalizeHost(target.host);
+  const port = target.port;
+  const refuse = (reason: string, source: DecisionSource, decision: "deny" | "ask") =>
+    blockedResponse(peer, { host, port, reason, source, decision }, method, "http", "http", true);
+  const decision = await ctx.state.evaluateHostPolicy({
+    protocol: "http",
+    host,
+    port,
+    method,
+    clientAddr: peer.client,
+  });
+  if (!decision.allow) return await refuse(decision.reason, decision.source, decision.decision);
+  if (!allowedMethod) {
+    auditGuard(peer, host, port, method, "http", "method_not_allowed");
+    return await refuse("method_not_allowed", "mode_guard", "deny");
+  }
+  try {
+    return await forwardHttp(ctx, request, target, controls);
+  } catch (error) {
+    if (error instanceof PolicyDialError) {
+      return await refuse("not_allowed_local", "baseline_policy", "deny");
+    }
+    ctx.logger.debug("proxy.upstream_failed", { host, error: (error as Error).message });
+    return { ...textResponse(502, "upstream failure"), close: true };
+  }
+}
+
+/** Writes the answer to a CONNECT (only small, complete bodies occur). */
+async function answerConnect(conn: Deno.Conn, response: ExchangeResponse): Promise<void> {
+  const body = response.body instanceof Uint8Array ? response.body : new Uint8Array(0);
+  const headers: Array<readonly [string, string]> = [
+    ...response.headers,
+    ["content-length", String(body.length)],
+  ];
+  if (response.status !== 200) headers.push(["connection", "close"]);
+  let text = `HTTP/1.1 ${response.status} ${reasonPhrase(response.status)}\r\n`;
+  for (const [n, v] of headers) text += `${n}: ${v}\r\n`;
+  await writeAll(conn, concatBytes([new TextEncoder().encode(text + "\r\n"), body]));
+}
+
+/** A CONNECT: checked, then intercepted (limited mode, hooks) or tunnelled opaquely. */
+async function serveConnect(peer: ClientConn, request: ExchangeRequest): Promise<void> {
+  const { ctx, conn, source } = peer;
+  const respond = (response: ExchangeResponse) => answerConnect(conn, response);
+  const authority = parseAuthority(request.target, null);
+  if (!authority) return await respond(textResponse(400, "missing authority"));
+  const host = normalizeHost(authority.host);
+  if (host === "") return await respond(textResponse(400, "invalid host"));
+  const port = authority.port;
+  const config = ctx.state.config;
+  if (!config.enabled) {
+    return await respond(await disabledResponse(peer, host, port, "CONNECT", "https_connect"));
+  }
+  const refuse = async (reason: string, source: DecisionSource, decision: "deny" | "ask") =>
+    await respond(
+      await blockedResponse(
+        peer,
+        { host, port, reason, source, decision },
+        "CONNECT",
+        "http-connect",
+        "https_connect",
+        false,
+      ),
+    );
+  const decision = await ctx.state.evaluateHostPolicy({
+    protocol: "https_connect",
+    host,
+    port,
+    method: "CONNECT",
+    clientAddr: peer.client,
+  });
+  if (!decision.allow) return await refuse(decision.reason, decision.source, decision.decision);
+  const intercept = config.mode === "limited" || ctx.state.current.hooks.has(host);
+  if (intercept && (!config.mitm || !ctx.mitm)) {
+    auditGuard(peer, host, port, "CONNECT", "https_connect", "mitm_required");
+    return await refuse("mitm_required", "mode_guard", "deny");
+  }
+  const leftover = source.takePending();
+  if (intercept) {
+    await respond({ status: 200, headers: [] });
+    return await ctx.mitm!.intercept(conn, leftover, host, port, peer.client);
+  }
+  let upstream: Deno.Conn;
+  let upstreamLeftover: Uint8Array | null = null;
+  try {
+    const proxy = config.allow_upstream_proxy ? pickUpstream(ctx.upstreams, true) : null;
+    if (proxy) {
+      ({ conn: upstream, leftover: upstreamLeftover } = await dialViaProxy(
+        proxy,
+        authority.host,
+        port,
+      ));
+    } else upstream = await dialDirect(ctx.state, authority.host, port);
+  } catch (error) {
+    if (error instanceof PolicyDialError) {
+      return await refuse("not_allowed_local", "baseline_policy", "deny");
+    }
+    ctx.logger.debug("proxy.connect_failed", { host, port, error: (error as Error).message });
+    return await respond(textResponse(502, "upstream failure"));
+  }
+  await respond({ status: 200, headers: [] });
+  if (upstreamLeftover?.length) await writeAll(conn, upstreamLeftover);
+  await relay(conn, upstream, { toUpstream: leftover });
 }
