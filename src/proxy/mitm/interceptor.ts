@@ -26,6 +26,7 @@ import type { UpstreamPool } from "../upstream_pool.ts";
 import { PolicyDialError } from "../connector.ts";
 import { bracketHost, formatHostPort, normalizeHost } from "../../util/host.ts";
 import {
+  type ExchangeControls,
   type ExchangeRequest,
   type ExchangeResponse,
   serveHttpExchanges,
@@ -86,6 +87,54 @@ export async function createMitm(
   ctx: { upstreams: UpstreamProxies; logger: Logger; caCerts?: string[]; pool?: UpstreamPool },
   options: MitmOptions,
 ): Promise<Mitm> {
+  const trust = await prepareTrust(ctx.logger, options);
+  const inside: InsideContext = {
+    state,
+    logger: ctx.logger,
+    forward: {
+      state,
+      upstreams: ctx.upstreams,
+      ...(ctx.pool ? { pool: ctx.pool } : {}),
+      caCerts: uniqueCertificates([...(ctx.caCerts ?? []), ...trust.startup], [trust.ca.certPem]),
+    },
+  };
+  const leaves = new LeafCache(trust.ca, options.leafCacheSize ?? 1024);
+  return {
+    caCertPath: trust.caCertPath,
+    caCertPem: trust.ca.certPem,
+    trustBundlePath: trust.trustBundlePath,
+    async intercept(conn, leftover, host, port, client) {
+      const duplex = connDuplex(conn, leftover);
+      let socket: tls.TLSSocket | null = null;
+      try {
+        socket = new tls.TLSSocket(duplex, {
+          isServer: true,
+          secureContext: await leaves.get(host),
+          ALPNProtocols: ["http/1.1"],
+        });
+        await handshake(socket, options.handshakeTimeoutMs ?? 10_000);
+        const s = socket;
+        await serveHttpExchanges(
+          new ByteSource(nodeReader(s)),
+          nodeWriter(s),
+          (request, controls) => serveInside(inside, request, host, port, client, controls),
+        );
+      } catch (error) {
+        ctx.logger.debug("proxy.mitm_failed", { host, client, error: (error as Error).message });
+      } finally {
+        if (socket) await closeTls(socket);
+        duplex.destroy();
+      }
+    },
+    close() {
+      trust.lease?.release();
+      return Promise.resolve();
+    },
+  };
+}
+
+/** The CA, its files under `home/proxy`, and the trust bundle children get. */
+async function prepareTrust(logger: Logger, options: MitmOptions) {
   const env = options.env ?? ((n: string) => Deno.env.get(n));
   const dir = join(options.home, "proxy");
   await Deno.mkdir(dir, { recursive: true });
@@ -95,7 +144,7 @@ export async function createMitm(
   const lease = await lockFile(join(dir, `.ca-${hash}.pem.lock`), false, true);
   await writeAtomicCreateNewOrReuse(caCertPath, new TextEncoder().encode(ca.certPem));
   await pruneArtifacts(dir).catch((error) =>
-    ctx.logger.warn("proxy.prune_failed", { error: (error as Error).message })
+    logger.warn("proxy.prune_failed", { error: (error as Error).message })
   );
   const startup = await startupCertificates(env, (p) => isManagedTrustBundlePath(p, options.home));
   const bundle = [
@@ -105,180 +154,158 @@ export async function createMitm(
   const bundleBytes = new TextEncoder().encode(bundle);
   const trustBundlePath = join(dir, `ca-bundle-${await sha256Hex(bundleBytes)}.pem`);
   await writeAtomicCreateNewOrReuse(trustBundlePath, bundleBytes);
-  const forward = {
-    state,
-    upstreams: ctx.upstreams,
-    ...(ctx.pool ? { pool: ctx.pool } : {}),
-    caCerts: uniqueCertificates([...(ctx.caCerts ?? []), ...startup], [ca.certPem]),
-  };
+  return { ca, caCertPath, trustBundlePath, lease, startup };
+}
 
-  const cacheSize = options.leafCacheSize ?? 1024;
-  const leaves = new Map<string, Promise<tls.SecureContext>>();
-  const leafFor = (host: string) => {
-    let leaf = leaves.get(host);
+/** Leaf certificates by host, minted on first use, least recently used dropped beyond `size`. */
+class LeafCache {
+  readonly #leaves = new Map<string, Promise<tls.SecureContext>>();
+  constructor(readonly ca: MitmCa, readonly size: number) {}
+
+  get(host: string): Promise<tls.SecureContext> {
+    let leaf = this.#leaves.get(host);
     if (leaf) {
-      leaves.delete(host);
-      leaves.set(host, leaf);
+      this.#leaves.delete(host);
+      this.#leaves.set(host, leaf);
       return leaf;
     }
-    leaf = ca.mintLeaf(host).then(({ certPem, keyPem }) =>
+    leaf = this.ca.mintLeaf(host).then(({ certPem, keyPem }) =>
       tls.createSecureContext({ cert: certPem, key: keyPem })
     );
-    leaf.catch(() => leaves.delete(host));
-    leaves.set(host, leaf);
-    if (leaves.size > cacheSize) leaves.delete(leaves.keys().next().value!);
+    leaf.catch(() => this.#leaves.delete(host));
+    this.#leaves.set(host, leaf);
+    if (this.#leaves.size > this.size) this.#leaves.delete(this.#leaves.keys().next().value!);
     return leaf;
-  };
+  }
+}
 
-  async function inner(
-    request: ExchangeRequest,
-    host: string,
-    port: number,
-    client: string,
-    controls: Parameters<Parameters<typeof serveHttpExchanges>[2]>[1],
-  ): Promise<ExchangeResponse> {
-    const block = async (reason: string, source: "baseline_policy" | "mode_guard") => {
-      state.audit({
-        scope: reason === "not_allowed_local" ? "domain" : "non_domain",
-        decision: "deny",
-        source,
-        reason,
-        protocol: "https",
-        host,
-        port,
-        method: request.method,
-        client,
-      });
-      await state.recordBlocked({
-        host,
-        reason,
-        client,
-        method: request.method,
-        protocol: "https",
-        decision: "deny",
-        source,
-        port,
-      });
-      return textResponse(403, blockedMessage(reason), [[
-        "x-proxy-error",
-        proxyErrorHeader(reason),
-      ]]);
-    };
-    if (request.method === "CONNECT") return textResponse(405, "CONNECT not supported inside MITM");
-    let path = request.target;
-    let requestHost = request.headers.get("host");
-    if (/^https?:\/\//i.test(request.target)) {
-      try {
-        const url = new URL(request.target);
-        requestHost ??= url.host;
-        path = `${url.pathname}${url.search}`;
-      } catch {
-        return textResponse(400, "host mismatch");
-      }
-    }
-    if (requestHost === null || normalizeHost(requestHost) !== host) {
+/** Waits for the client's TLS handshake (or its failure, its close, the timeout). */
+async function handshake(socket: tls.TLSSocket, timeoutMs: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("TLS handshake timed out")), timeoutMs);
+    socket.once("secure", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    socket.once("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    socket.once("close", () => {
+      clearTimeout(timer);
+      reject(new Error("client closed during the TLS handshake"));
+    });
+  });
+  socket.on("error", () => {});
+}
+
+/** Sends close_notify and gives it a moment to leave before tearing down. */
+async function closeTls(socket: tls.TLSSocket): Promise<void> {
+  socket.on("error", () => {});
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, 1000);
+    socket.once("close", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    socket.end();
+  });
+  socket.destroy();
+}
+
+/** What requests inside intercepted tunnels need. */
+interface InsideContext {
+  readonly state: NetworkProxyState;
+  readonly logger: Logger;
+  readonly forward: Parameters<typeof forwardHttp>[0];
+}
+
+/** One request inside a tunnel to `host:port`: host, local, hook and method checks, then forwarded. */
+async function serveInside(
+  inside: InsideContext,
+  request: ExchangeRequest,
+  host: string,
+  port: number,
+  client: string,
+  controls: ExchangeControls,
+): Promise<ExchangeResponse> {
+  const { state } = inside;
+  const block = async (reason: string, source: "baseline_policy" | "mode_guard") => {
+    state.audit({
+      scope: reason === "not_allowed_local" ? "domain" : "non_domain",
+      decision: "deny",
+      source,
+      reason,
+      protocol: "https",
+      host,
+      port,
+      method: request.method,
+      client,
+    });
+    await state.recordBlocked({
+      host,
+      reason,
+      client,
+      method: request.method,
+      protocol: "https",
+      decision: "deny",
+      source,
+      port,
+    });
+    return textResponse(403, blockedMessage(reason), [[
+      "x-proxy-error",
+      proxyErrorHeader(reason),
+    ]]);
+  };
+  if (request.method === "CONNECT") return textResponse(405, "CONNECT not supported inside MITM");
+  let path = request.target;
+  let requestHost = request.headers.get("host");
+  if (/^https?:\/\//i.test(request.target)) {
+    try {
+      const url = new URL(request.target);
+      requestHost ??= url.host;
+      path = `${url.pathname}${url.search}`;
+    } catch {
       return textResponse(400, "host mismatch");
     }
-    const current = state.current;
-    const verdict = await hostBlocked(current, host, state.resolver);
-    if (!verdict.allowed && verdict.reason === "not_allowed_local") {
+  }
+  if (requestHost === null || normalizeHost(requestHost) !== host) {
+    return textResponse(400, "host mismatch");
+  }
+  const current = state.current;
+  const verdict = await hostBlocked(current, host, state.resolver);
+  if (!verdict.allowed && verdict.reason === "not_allowed_local") {
+    return await block("not_allowed_local", "baseline_policy");
+  }
+  const q = path.indexOf("?");
+  const outcome = current.hooks.evaluate(host, {
+    method: request.method,
+    path: q === -1 ? path : path.slice(0, q),
+    query: q === -1 ? "" : path.slice(q + 1),
+    headers: request.rawHeaders,
+  });
+  if (outcome.kind === "no_match") return await block("mitm_hook_denied", "mode_guard");
+  if (!methodAllowed(current.config.mode, request.method)) {
+    return await block("method_not_allowed", "mode_guard");
+  }
+  let headers = stripHopByHop(request.rawHeaders);
+  if (outcome.kind === "matched") headers = applyHookActions(headers, outcome.actions);
+  const authority = port === 443 ? (bracketHost(host)) : formatHostPort(host, port);
+  headers = headers.filter(([n]) => n.toLowerCase() !== "host");
+  headers.unshift(["host", authority]);
+  try {
+    return await forwardHttp(
+      inside.forward,
+      request,
+      { scheme: "https", host, port, path: path.startsWith("/") ? path : `/${path}` },
+      controls,
+      headers,
+    );
+  } catch (error) {
+    if (error instanceof PolicyDialError) {
       return await block("not_allowed_local", "baseline_policy");
     }
-    const q = path.indexOf("?");
-    const outcome = current.hooks.evaluate(host, {
-      method: request.method,
-      path: q === -1 ? path : path.slice(0, q),
-      query: q === -1 ? "" : path.slice(q + 1),
-      headers: request.rawHeaders,
-    });
-    if (outcome.kind === "no_match") return await block("mitm_hook_denied", "mode_guard");
-    if (!methodAllowed(current.config.mode, request.method)) {
-      return await block("method_not_allowed", "mode_guard");
-    }
-    let headers = stripHopByHop(request.rawHeaders);
-    if (outcome.kind === "matched") headers = applyHookActions(headers, outcome.actions);
-    const authority = port === 443 ? (bracketHost(host)) : formatHostPort(host, port);
-    headers = headers.filter(([n]) => n.toLowerCase() !== "host");
-    headers.unshift(["host", authority]);
-    try {
-      return await forwardHttp(
-        forward,
-        request,
-        { scheme: "https", host, port, path: path.startsWith("/") ? path : `/${path}` },
-        controls,
-        headers,
-      );
-    } catch (error) {
-      if (error instanceof PolicyDialError) {
-        return await block("not_allowed_local", "baseline_policy");
-      }
-      ctx.logger.debug("proxy.mitm_upstream_failed", { host, error: (error as Error).message });
-      return { ...textResponse(502, "mitm upstream error"), close: true };
-    }
+    inside.logger.debug("proxy.mitm_upstream_failed", { host, error: (error as Error).message });
+    return { ...textResponse(502, "mitm upstream error"), close: true };
   }
-
-  return {
-    caCertPath,
-    caCertPem: ca.certPem,
-    trustBundlePath,
-    async intercept(conn, leftover, host, port, client) {
-      const duplex = connDuplex(conn, leftover);
-      let socket: tls.TLSSocket | null = null;
-      try {
-        const secureContext = await leafFor(host);
-        socket = new tls.TLSSocket(duplex, {
-          isServer: true,
-          secureContext,
-          ALPNProtocols: ["http/1.1"],
-        });
-        const s = socket;
-        await new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(
-            () => reject(new Error("TLS handshake timed out")),
-            options.handshakeTimeoutMs ?? 10_000,
-          );
-          s.once("secure", () => {
-            clearTimeout(timer);
-            resolve();
-          });
-          s.once("error", (error) => {
-            clearTimeout(timer);
-            reject(error);
-          });
-          s.once("close", () => {
-            clearTimeout(timer);
-            reject(new Error("client closed during the TLS handshake"));
-          });
-        });
-        s.on("error", () => {});
-        await serveHttpExchanges(
-          new ByteSource(nodeReader(s)),
-          nodeWriter(s),
-          (request, controls) => inner(request, host, port, client, controls),
-        );
-      } catch (error) {
-        ctx.logger.debug("proxy.mitm_failed", { host, client, error: (error as Error).message });
-      } finally {
-        if (socket) {
-          // Send close_notify and give it a moment to leave before tearing down.
-          const s = socket;
-          s.on("error", () => {});
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, 1000);
-            s.once("close", () => {
-              clearTimeout(timer);
-              resolve();
-            });
-            s.end();
-          });
-          s.destroy();
-        }
-        duplex.destroy();
-      }
-    },
-    close() {
-      lease?.release();
-      return Promise.resolve();
-    },
-  };
 }
