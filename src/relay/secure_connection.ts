@@ -103,190 +103,216 @@ export function secureConnection(
   io: SecureStreamIo,
   options: SecureConnectionOptions,
 ): SecureStream {
-  const latch = closeLatch();
-  const ordered = new OrderedCiphertext();
-  const seq = new SequenceCounter();
-  const assembler = new MessageAssembler();
-  const scratch = new Uint8Array(MAX_RECORD_PLAINTEXT);
-  const decode = strictUtf8Decoder();
-  const maxQueued = options.maxQueuedMessages ?? Infinity;
-  let controller!: ReadableStreamDefaultController<IncomingMessage>;
-  const decrypting: Promise<Uint8Array>[] = [];
-  let processing: Promise<void> | null = null;
-  let room: PromiseWithResolvers<void> | null = null;
-  let progress: PromiseWithResolvers<void> | null = null;
+  return new RelayStream(send, receive, io, options);
+}
 
-  const finish = (info: CloseInfo, notifyPeer: boolean) => {
-    if (latch.done) return;
-    latch.resolve(info);
-    output.fail(new Error(`relay stream closed: ${info.reason}`));
+/** See {@linkcode secureConnection}. */
+class RelayStream implements SecureStream {
+  readonly connection: Connection;
+  readonly #send: RecordCipher;
+  readonly #receive: RecordCipher;
+  readonly #io: SecureStreamIo;
+  readonly #options: SecureConnectionOptions;
+  readonly #latch = closeLatch();
+  readonly #ordered = new OrderedCiphertext();
+  readonly #seq = new SequenceCounter();
+  readonly #assembler = new MessageAssembler();
+  readonly #scratch = new Uint8Array(MAX_RECORD_PLAINTEXT);
+  readonly #decode = strictUtf8Decoder();
+  readonly #maxQueued: number;
+  readonly #output: ReturnType<typeof createOutputSink>;
+  #controller!: ReadableStreamDefaultController<IncomingMessage>;
+  /** Records being opened (WebCrypto), in nonce order. */
+  readonly #decrypting: Promise<Uint8Array>[] = [];
+  #processing: Promise<void> | null = null;
+  #room: PromiseWithResolvers<void> | null = null;
+  #progress: PromiseWithResolvers<void> | null = null;
+  readonly #deliver = (bytes: Uint8Array) => this.#deliverMessage(bytes);
+
+  constructor(
+    send: RecordCipher,
+    receive: RecordCipher,
+    io: SecureStreamIo,
+    options: SecureConnectionOptions,
+  ) {
+    this.#send = send;
+    this.#receive = receive;
+    this.#io = io;
+    this.#options = options;
+    this.#maxQueued = options.maxQueuedMessages ?? Infinity;
+    const readable = new ReadableStream<IncomingMessage>({
+      start: (c) => {
+        this.#controller = c;
+      },
+      pull: () => {
+        this.#room?.resolve();
+        this.#room = null;
+      },
+      cancel: () => this.#finish({ reason: "closed locally" }, true),
+    }, { highWaterMark: 16 });
+    this.#output = createOutputSink(
+      lengthPrefixFraming,
+      (bytes, alone) => this.#sendBatch(bytes, alone),
+      () => {
+        this.#finish({ reason: "closed locally" }, true);
+        return Promise.resolve();
+      },
+      // Every record is sealed (copied) before the write resolves.
+      { reuseBuffers: true, alone: isTracedRequest },
+    );
+    const output = this.#output;
+    this.connection = {
+      readable,
+      writable: new WritableStream(output.sink),
+      closed: this.#latch.promise,
+      label: options.label,
+      maxOutgoingBytes: MAX_RELAY_MESSAGE,
+      flushed: () => output.flushed(),
+      close: (reason = "closed locally") => this.#finish({ reason }, true),
+    };
+  }
+
+  acceptData(s: number, payload: Uint8Array): Promise<void> {
+    if (this.#latch.done) return Promise.resolve();
+    let released: Uint8Array[];
     try {
-      controller.close();
+      released = this.#ordered.accept(s, payload);
+    } catch (error) {
+      this.#finish({ reason: (error as Error).message, error }, true);
+      return Promise.resolve();
+    }
+    if (this.#receive.native) {
+      // libcrypto: opened synchronously, in order, into one reused buffer.
+      try {
+        for (const record of released) {
+          this.#assembler.push(this.#receive.openNextInto(record, this.#scratch), this.#deliver);
+        }
+      } catch (error) {
+        this.#finish({ reason: (error as Error).message, error }, true);
+        return Promise.resolve();
+      }
+    } else {
+      for (const record of released) {
+        // The nonce is taken now, in order; decryptions overlap.
+        const opened = this.#receive.openNext(record);
+        opened.catch(() => {});
+        this.#decrypting.push(opened);
+      }
+      if (!this.#processing && this.#decrypting.length > 0) this.#processing = this.#process();
+    }
+    if (this.#maxQueued !== Infinity) return Promise.resolve();
+    return this.#waitForRoom();
+  }
+
+  terminate(reason: string): void {
+    this.#finish({ reason }, false);
+  }
+
+  #finish(info: CloseInfo, notifyPeer: boolean): void {
+    if (this.#latch.done) return;
+    this.#latch.resolve(info);
+    this.#output.fail(new Error(`relay stream closed: ${info.reason}`));
+    try {
+      this.#controller.close();
     } catch { /* closed */ }
-    room?.resolve();
-    progress?.resolve();
-    if (notifyPeer) io.end(info.reason);
-  };
+    this.#room?.resolve();
+    this.#progress?.resolve();
+    if (notifyPeer) this.#io.end(info.reason);
+  }
 
-  const readable = new ReadableStream<IncomingMessage>({
-    start(c) {
-      controller = c;
-    },
-    pull() {
-      room?.resolve();
-      room = null;
-    },
-    cancel() {
-      finish({ reason: "closed locally" }, true);
-    },
-  }, { highWaterMark: 16 });
-
-  const deliver = (bytes: Uint8Array) => {
+  #deliverMessage(bytes: Uint8Array): void {
     let text: string;
     try {
-      text = decode(bytes);
+      text = this.#decode(bytes);
     } catch {
       throw new Error("invalid UTF-8 in a relay JSON-RPC message");
     }
+    const options = this.#options;
     const message = decodeMessage(text, `failed to parse JSON-RPC message from ${options.label}`);
     const limit = options.inboundLimit?.(message) ?? null;
     if (limit !== null && bytes.length > limit) {
       throw new Error(`Noise relay JSON-RPC message exceeds maximum length of ${limit} bytes`);
     }
-    controller.enqueue(message);
-    if ((controller.desiredSize ?? 0) < -maxQueued) {
+    this.#controller.enqueue(message);
+    if ((this.#controller.desiredSize ?? 0) < -this.#maxQueued) {
       throw new Error("relay stream inbound queue overflow");
     }
-  };
+  }
 
-  const process = async (): Promise<void> => {
+  /** Hands decrypted records, in order, to the message assembler. */
+  async #process(): Promise<void> {
     try {
-      while (decrypting.length > 0 && !latch.done) {
-        const plaintext = await decrypting[0]!;
-        decrypting.shift();
-        assembler.push(plaintext, deliver);
-        progress?.resolve();
-        progress = null;
+      while (this.#decrypting.length > 0 && !this.#latch.done) {
+        const plaintext = await this.#decrypting[0]!;
+        this.#decrypting.shift();
+        this.#assembler.push(plaintext, this.#deliver);
+        this.#progress?.resolve();
+        this.#progress = null;
       }
     } catch (error) {
-      finish({ reason: (error as Error).message, error }, true);
+      this.#finish({ reason: (error as Error).message, error }, true);
     } finally {
-      processing = null;
-      progress?.resolve();
-      progress = null;
+      this.#processing = null;
+      this.#progress?.resolve();
+      this.#progress = null;
     }
-  };
+  }
 
-  // Backpressure for a socket that carries only this stream (the harness):
-  // hold the reader while records wait to be decrypted or messages to be read.
-  const waitForRoom = async (): Promise<void> => {
-    while (
-      !latch.done && (decrypting.length >= CRYPTO_WINDOW || (controller.desiredSize ?? 1) <= 0)
-    ) {
-      if (decrypting.length >= CRYPTO_WINDOW) {
-        progress ??= Promise.withResolvers<void>();
-        await progress.promise;
-      } else {
-        room ??= Promise.withResolvers<void>();
-        await room.promise;
+  /**
+   * Backpressure for a socket that carries only this stream (the harness):
+   * holds the reader while records wait to be decrypted or messages to be read.
+   */
+  async #waitForRoom(): Promise<void> {
+    for (;;) {
+      if (this.#latch.done) return;
+      if (this.#decrypting.length >= CRYPTO_WINDOW) {
+        this.#progress ??= Promise.withResolvers<void>();
+        await this.#progress.promise;
+      } else if ((this.#controller.desiredSize ?? 1) <= 0) {
+        this.#room ??= Promise.withResolvers<void>();
+        await this.#room.promise;
+      } else return;
+    }
+  }
+
+  /** Seals a batch of framed messages into records and sends them in nonce order. */
+  async #sendBatch(bytes: Uint8Array, alone: unknown): Promise<void> {
+    const io = this.#io;
+    const send = this.#send;
+    const seq = this.#seq;
+    // A traced request travels in a batch of its own: its first record
+    // carries the trace context in the frame (§3.7).
+    const trace = (alone as JsonRpcRequest | undefined)?.trace;
+    if (trace) {
+      const first = bytes.subarray(0, MAX_RECORD_PLAINTEXT);
+      await io.sendData(seq.take(), await send.seal(first), trace);
+      bytes = bytes.subarray(first.length);
+    }
+    if (send.native && io.sendDataBatch) {
+      // Sealed synchronously into the socket's frames, in nonce order, up
+      // to RECORDS_PER_WRITE records per socket write.
+      for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT * RECORDS_PER_WRITE) {
+        const plaintexts: Uint8Array[] = [];
+        const end = Math.min(bytes.length, at + MAX_RECORD_PLAINTEXT * RECORDS_PER_WRITE);
+        for (let p = at; p < end; p += MAX_RECORD_PLAINTEXT) {
+          plaintexts.push(bytes.subarray(p, Math.min(end, p + MAX_RECORD_PLAINTEXT)));
+        }
+        await io.sendDataBatch(
+          plaintexts.map((p) => ({ seq: seq.take(), length: p.length + TAGLEN })),
+          (i, out) => send.sealInto(plaintexts[i]!, out),
+        );
+      }
+      return;
+    }
+    // Seal up to CRYPTO_WINDOW records at once (WebCrypto runs them in
+    // parallel), send them in nonce order.
+    const inFlight: Promise<Uint8Array>[] = [];
+    for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT) {
+      inFlight.push(send.seal(bytes.subarray(at, at + MAX_RECORD_PLAINTEXT)));
+      if (inFlight.length >= CRYPTO_WINDOW) {
+        await io.sendData(seq.take(), await inFlight.shift()!);
       }
     }
-  };
-
-  const output = createOutputSink(
-    lengthPrefixFraming,
-    async (bytes, alone) => {
-      // A traced request travels in a batch of its own: its first record
-      // carries the trace context in the frame (§3.7).
-      const trace = (alone as JsonRpcRequest | undefined)?.trace;
-      if (trace) {
-        const first = bytes.subarray(0, MAX_RECORD_PLAINTEXT);
-        await io.sendData(seq.take(), await send.seal(first), trace);
-        bytes = bytes.subarray(first.length);
-      }
-      if (send.native && io.sendDataBatch) {
-        // Sealed synchronously into the socket's frames, in nonce order, up
-        // to RECORDS_PER_WRITE records per socket write.
-        for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT * RECORDS_PER_WRITE) {
-          const plaintexts: Uint8Array[] = [];
-          const end = Math.min(bytes.length, at + MAX_RECORD_PLAINTEXT * RECORDS_PER_WRITE);
-          for (let p = at; p < end; p += MAX_RECORD_PLAINTEXT) {
-            plaintexts.push(bytes.subarray(p, Math.min(end, p + MAX_RECORD_PLAINTEXT)));
-          }
-          await io.sendDataBatch(
-            plaintexts.map((p) => ({ seq: seq.take(), length: p.length + TAGLEN })),
-            (i, out) => send.sealInto(plaintexts[i]!, out),
-          );
-        }
-        return;
-      }
-      // Seal up to CRYPTO_WINDOW records at once (WebCrypto runs them in
-      // parallel), send them in nonce order.
-      const inFlight: Promise<Uint8Array>[] = [];
-      for (let at = 0; at < bytes.length; at += MAX_RECORD_PLAINTEXT) {
-        inFlight.push(send.seal(bytes.subarray(at, at + MAX_RECORD_PLAINTEXT)));
-        if (inFlight.length >= CRYPTO_WINDOW) {
-          await io.sendData(seq.take(), await inFlight.shift()!);
-        }
-      }
-      while (inFlight.length > 0) await io.sendData(seq.take(), await inFlight.shift()!);
-    },
-    () => {
-      finish({ reason: "closed locally" }, true);
-      return Promise.resolve();
-    },
-    // Every record is sealed (copied) before the write resolves.
-    { reuseBuffers: true, alone: isTracedRequest },
-  );
-
-  const connection: Connection = {
-    readable,
-    writable: new WritableStream(output.sink),
-    closed: latch.promise,
-    label: options.label,
-    maxOutgoingBytes: MAX_RELAY_MESSAGE,
-    flushed: () => output.flushed(),
-    close(reason = "closed locally") {
-      finish({ reason }, true);
-    },
-  };
-
-  return {
-    connection,
-    acceptData(s, payload) {
-      if (latch.done) return Promise.resolve();
-      let released: Uint8Array[];
-      try {
-        released = ordered.accept(s, payload);
-      } catch (error) {
-        finish({ reason: (error as Error).message, error }, true);
-        return Promise.resolve();
-      }
-      if (receive.native) {
-        // libcrypto: opened synchronously, in order, into one reused buffer.
-        try {
-          for (const record of released) {
-            assembler.push(receive.openNextInto(record, scratch), deliver);
-          }
-        } catch (error) {
-          finish({ reason: (error as Error).message, error }, true);
-          return Promise.resolve();
-        }
-        if (maxQueued !== Infinity) return Promise.resolve();
-        return waitForRoom();
-      }
-      for (const record of released) {
-        // The nonce is taken now, in order; decryptions overlap.
-        const opened = receive.openNext(record);
-        opened.catch(() => {});
-        decrypting.push(opened);
-      }
-      if (!processing && decrypting.length > 0) processing = process();
-      if (maxQueued !== Infinity) return Promise.resolve();
-      return waitForRoom();
-    },
-    terminate(reason) {
-      finish({ reason }, false);
-    },
-  };
+    while (inFlight.length > 0) await io.sendData(seq.take(), await inFlight.shift()!);
+  }
 }
