@@ -19,7 +19,7 @@ export {
   type RendezvousProvider,
   rendezvousTransport,
 } from "./src/client/rendezvous.ts";
-export { RemoteExecutor, type RemoteExecutorOptions } from "./src/relay/executor.ts";
+export { RemoteExecutor, type RemoteExecutorOptions } from "./src/relay/executor/executor.ts";
 export {
   type RelayServer,
   type RelayServerOptions,
@@ -39,7 +39,7 @@ export {
   type RegistryEndpoint,
   RegistryError,
   type ValidationResult,
-} from "./src/relay/registry_client.ts";
+} from "./src/relay/wire/registry_client.ts";
 export {
   decodePublicKey,
   encodePublicKey,
@@ -57,4 +57,4 @@ export {
   forwardingServer,
   type ForwardOptions,
   type StreamServer,
-} from "./src/relay/forward.ts";
+} from "./src/relay/executor/forward.ts";

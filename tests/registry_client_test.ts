@@ -5,8 +5,8 @@
 import { nullLogger } from "../src/log/logger.ts";
 import { generateIdentity } from "../src/noise/hybrid_ik.ts";
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
-import { RemoteExecutor } from "../src/relay/executor.ts";
-import { registerExecutor, validateHarness } from "../src/relay/registry_client.ts";
+import { RemoteExecutor } from "../src/relay/executor/executor.ts";
+import { registerExecutor, validateHarness } from "../src/relay/wire/registry_client.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { assertEquals, assertRejects } from "./helpers/assert.ts";

@@ -3,9 +3,9 @@
 
 import { connect } from "../src/client/client.ts";
 import { nullLogger } from "../src/log/logger.ts";
-import { RemoteExecutor } from "../src/relay/executor.ts";
-import { forwardingServer } from "../src/relay/forward.ts";
-import { decodeRelayFrame } from "../src/relay/frame.ts";
+import { RemoteExecutor } from "../src/relay/executor/executor.ts";
+import { forwardingServer } from "../src/relay/executor/forward.ts";
+import { decodeRelayFrame } from "../src/relay/wire/frame.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";

@@ -4,12 +4,12 @@ import {
   encodeRelayFrame,
   frames,
   relayFrameProblem,
-} from "../src/relay/frame.ts";
+} from "../src/relay/wire/frame.ts";
 import {
   lengthPrefixFraming,
   MessageAssembler,
   MessageFramingError,
-} from "../src/relay/message_framing.ts";
+} from "../src/relay/wire/message_framing.ts";
 import { assertEquals, assertThrows } from "./helpers/assert.ts";
 
 const hex = (bytes: Uint8Array) => bytes.toHex().replace(/(..)(?!$)/g, "$1 ");

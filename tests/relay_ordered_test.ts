@@ -5,7 +5,7 @@ import {
   REORDER_WINDOW,
   SequenceCounter,
   SequenceError,
-} from "../src/relay/ordered.ts";
+} from "../src/relay/wire/ordered.ts";
 
 const rec = (tag: number, size = 1) => new Uint8Array(size).fill(tag);
 const tags = (records: Uint8Array[]) => records.map((r) => r[0]);

@@ -7,7 +7,7 @@
 import { nullLogger } from "../src/log/logger.ts";
 import { generateIdentity } from "../src/noise/hybrid_ik.ts";
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
-import { RemoteExecutor } from "../src/relay/executor.ts";
+import { RemoteExecutor } from "../src/relay/executor/executor.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import {
   RendezvousRejection,

@@ -8,8 +8,8 @@
 
 import { parseArgs } from "node:util";
 import { createLogger, parseLogLevel } from "../log/logger.ts";
-import { RemoteExecutor } from "../relay/executor.ts";
-import { forwardingServer } from "../relay/forward.ts";
+import { RemoteExecutor } from "../relay/executor/executor.ts";
+import { forwardingServer } from "../relay/executor/forward.ts";
 import {
   onTerminationSignal,
   printUsage,

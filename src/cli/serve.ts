@@ -13,7 +13,7 @@ import { serveStdio } from "../server/listen_stdio.ts";
 import { listenWebSocket } from "../server/listen_ws.ts";
 import { startNetworkProxyFromFile } from "../proxy/start.ts";
 import { loadNetworkRequirementsFile } from "../proxy/config_file.ts";
-import { RemoteExecutor } from "../relay/executor.ts";
+import { RemoteExecutor } from "../relay/executor/executor.ts";
 import { sha256, type WebSocketAuth } from "../server/ws_auth.ts";
 import { VERSION } from "../version.ts";
 import {

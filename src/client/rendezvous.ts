@@ -21,11 +21,16 @@ import {
 } from "../noise/hybrid_ik.ts";
 import { RecordCipher } from "../noise/transport.ts";
 import { loadNoiseCrypto } from "../noise/primitives.ts";
-import { decodeRelayFrame, frames, type RelayFrame, relayFrameProblem } from "../relay/frame.ts";
-import { relayLink } from "../relay/relay_link.ts";
-import { RELAY_WEBSOCKET_MAX } from "../relay/executor.ts";
-import { type ConnectBundle, connectHarness } from "../relay/registry_client.ts";
-import { harnessInboundLimit, secureConnection } from "../relay/secure_connection.ts";
+import {
+  decodeRelayFrame,
+  frames,
+  type RelayFrame,
+  relayFrameProblem,
+} from "../relay/wire/frame.ts";
+import { relayLink } from "../relay/wire/relay_link.ts";
+import { RELAY_WEBSOCKET_MAX } from "../relay/wire/frame.ts";
+import { type ConnectBundle, connectHarness } from "../relay/wire/registry_client.ts";
+import { harnessInboundLimit, secureConnection } from "../relay/wire/secure_connection.ts";
 
 /** Where an environment is reached through a relay. */
 export interface RendezvousProvider {

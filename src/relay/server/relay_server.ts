@@ -14,7 +14,7 @@
 import { acceptWebSocket, upgradeProblem } from "../../websocket/handshake.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import { encodeResponse, HttpHeadError, readHead } from "../../http1/head.ts";
-import { RELAY_WEBSOCKET_MAX } from "../executor.ts";
+import { RELAY_WEBSOCKET_MAX } from "../wire/frame.ts";
 import { handleRegistryRequest } from "./registry_api.ts";
 import { Rendezvous } from "./rendezvous.ts";
 import { RendezvousRejection, verifyRendezvousUrl } from "./signing.ts";

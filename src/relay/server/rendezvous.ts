@@ -26,7 +26,7 @@ import {
   type RelayFrame,
   relayFrameProblem,
   validRelayFrames,
-} from "../frame.ts";
+} from "../wire/frame.ts";
 import { type RendezvousGrant, RendezvousRejection } from "./signing.ts";
 import type { RelayStore } from "./store.ts";
 

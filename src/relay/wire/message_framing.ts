@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Framing } from "../util/framing.ts";
+import type { Framing } from "../../util/framing.ts";
 
 /** Largest JSON-RPC message. */
 export const MAX_RELAY_MESSAGE = 64 * 1024 * 1024;

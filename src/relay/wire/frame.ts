@@ -18,6 +18,9 @@
  * @module
  */
 
+/** Relay WebSocket frame and message limit (every side of the relay). */
+export const RELAY_WEBSOCKET_MAX = 262_144;
+
 /** The frame body. */
 export type RelayBody =
   | {

@@ -8,20 +8,20 @@
  * @module
  */
 
-import { type CloseInfo, closeLatch, type Connection } from "../jsonrpc/connection.ts";
+import { type CloseInfo, closeLatch, type Connection } from "../../jsonrpc/connection.ts";
 import {
   decodeMessage,
   type IncomingMessage,
   type JsonRpcMessage,
   type JsonRpcRequest,
   type TraceContext,
-} from "../jsonrpc/message.ts";
-import { createOutputSink } from "../jsonrpc/output_sink.ts";
-import { MAX_RECORD_PLAINTEXT, type RecordCipher } from "../noise/transport.ts";
-import { TAGLEN } from "../noise/primitives.ts";
+} from "../../jsonrpc/message.ts";
+import { createOutputSink } from "../../jsonrpc/output_sink.ts";
+import { MAX_RECORD_PLAINTEXT, type RecordCipher } from "../../noise/transport.ts";
+import { TAGLEN } from "../../noise/primitives.ts";
 import { lengthPrefixFraming, MAX_RELAY_MESSAGE, MessageAssembler } from "./message_framing.ts";
 import { OrderedCiphertext, SequenceCounter } from "./ordered.ts";
-import { strictUtf8Decoder } from "../util/utf8.ts";
+import { strictUtf8Decoder } from "../../util/utf8.ts";
 
 /** How the stream reaches its socket. */
 export interface SecureStreamIo {

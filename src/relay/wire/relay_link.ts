@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { WebSocketChannel } from "../websocket/channel.ts";
+import type { WebSocketChannel } from "../../websocket/channel.ts";
 import { encodeRelayDataPrefix, encodeRelayFrame, type RelayFrame } from "./frame.ts";
 
 /** A Data frame's sequence number and payload length. */

@@ -10,12 +10,12 @@
  * @module
  */
 
-import type { Connection } from "../jsonrpc/connection.ts";
-import { JsonRpcCode } from "../jsonrpc/errors.ts";
-import { isMalformed, type JsonRpcMessage } from "../jsonrpc/message.ts";
-import { webSocketConnection } from "../jsonrpc/websocket_adapter.ts";
-import { connectWebSocket } from "../websocket/handshake.ts";
-import { type Logger, nullLogger } from "../log/logger.ts";
+import type { Connection } from "../../jsonrpc/connection.ts";
+import { JsonRpcCode } from "../../jsonrpc/errors.ts";
+import { isMalformed, type JsonRpcMessage } from "../../jsonrpc/message.ts";
+import { webSocketConnection } from "../../jsonrpc/websocket_adapter.ts";
+import { connectWebSocket } from "../../websocket/handshake.ts";
+import { type Logger, nullLogger } from "../../log/logger.ts";
 
 /** What serves each harness stream of a {@linkcode RemoteExecutor}. */
 export interface StreamServer {

@@ -18,10 +18,10 @@
  * @module
  */
 
-import { connectWebSocket, WebSocketHandshakeError } from "../websocket/handshake.ts";
-import type { WebSocketChannel } from "../websocket/channel.ts";
-import { type Logger, nullLogger } from "../log/logger.ts";
-import type { HandshakeState } from "../noise/handshake.ts";
+import { connectWebSocket, WebSocketHandshakeError } from "../../websocket/handshake.ts";
+import type { WebSocketChannel } from "../../websocket/channel.ts";
+import { type Logger, nullLogger } from "../../log/logger.ts";
+import type { HandshakeState } from "../../noise/handshake.ts";
 import {
   AUTH_REJECTED_PAYLOAD,
   authorizationFromPayload,
@@ -30,22 +30,20 @@ import {
   generateIdentity,
   type NoiseIdentity,
   responderHandshake,
-} from "../noise/hybrid_ik.ts";
-import { RecordCipher } from "../noise/transport.ts";
-import { loadNoiseCrypto } from "../noise/primitives.ts";
+} from "../../noise/hybrid_ik.ts";
+import { RecordCipher } from "../../noise/transport.ts";
+import { loadNoiseCrypto } from "../../noise/primitives.ts";
 import type { StreamServer } from "./forward.ts";
-import { frames, type RelayFrame, validRelayFrames } from "./frame.ts";
-import { type RelayLink, relayLink } from "./relay_link.ts";
+import { frames, RELAY_WEBSOCKET_MAX, type RelayFrame, validRelayFrames } from "../wire/frame.ts";
+import { type RelayLink, relayLink } from "../wire/relay_link.ts";
 import {
   registerExecutor,
   type Registration,
   type RegistryEndpoint,
   validateHarness,
-} from "./registry_client.ts";
-import { secureConnection, type SecureStream } from "./secure_connection.ts";
+} from "../wire/registry_client.ts";
+import { secureConnection, type SecureStream } from "../wire/secure_connection.ts";
 
-/** Relay WebSocket frame and message limit. */
-export const RELAY_WEBSOCKET_MAX = 262_144;
 const MAX_ACTIVE = 128;
 const MAX_PENDING = 32;
 const FAILURE_BUDGET = 8;

@@ -7,9 +7,9 @@
  * @module
  */
 
-import { describeFetchFailure } from "../util/fetch_error.ts";
-import { decodePublicKey, type NoisePublicKey, SECURITY_PROFILE } from "../noise/hybrid_ik.ts";
-import type { RemoteKey } from "../noise/handshake.ts";
+import { describeFetchFailure } from "../../util/fetch_error.ts";
+import { decodePublicKey, type NoisePublicKey, SECURITY_PROFILE } from "../../noise/hybrid_ik.ts";
+import type { RemoteKey } from "../../noise/handshake.ts";
 
 /** How to reach a registry. */
 export interface RegistryEndpoint {
