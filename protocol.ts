@@ -56,6 +56,7 @@ export {
   type WebSocketCloseInfo,
   type WebSocketMessage,
 } from "./src/websocket/channel.ts";
+export { PayloadPool } from "./src/websocket/frame.ts";
 export {
   type CallOptions,
   type NotificationHandler,

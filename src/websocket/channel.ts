@@ -20,6 +20,7 @@ import {
   frameInPlace,
   FrameParser,
   Opcode,
+  type PayloadPool,
   WebSocketProtocolError,
 } from "./frame.ts";
 import type { Framing } from "../util/framing.ts";
@@ -61,6 +62,8 @@ export interface WebSocketChannelOptions {
   readonly pongTimeoutMs?: number;
   /** Bytes already read past the HTTP head. */
   readonly leftover?: Uint8Array;
+  /** Pooled payload buffers (a consumer that recycles what it has forwarded). */
+  readonly payloadPool?: PayloadPool;
   /**
    * The transport is done with written bytes once a write resolves (true
    * for Deno sockets), so output buffers may be reused. Default false.
@@ -171,6 +174,7 @@ export class WebSocketChannel {
     this.#parser = new FrameParser({
       maxFramePayload: this.maxFrameBytes,
       expectMasked: options.role === "server",
+      ...(options.payloadPool ? { pool: options.payloadPool } : {}),
     });
     this.#leftover = options.leftover && options.leftover.length > 0 ? options.leftover : undefined;
     this.#pingIntervalMs = options.pingIntervalMs ?? 30_000;

@@ -131,35 +131,41 @@ const HEADROOM = 10;
 const withHeadroom = new WeakSet<Uint8Array>();
 
 /**
- * Once a process recycles payloads (see {@linkcode recyclePayload}), the
- * parser gives payloads of POOL_MIN..POOL_PAYLOAD bytes buffers of one
- * size, taken from the pool when it has any; processes that never recycle
- * allocate exactly what each frame needs.
+ * Buffers for received payloads of POOL_MIN..POOL_PAYLOAD bytes, all of one
+ * size, given back by their consumer once it is done with them (a relay,
+ * once it has forwarded a frame): parsers given a pool take from it, and
+ * allocate exactly what each frame needs otherwise.
  */
 const POOL_PAYLOAD = 64 * 1024 + 512;
 const POOL_MIN = 16 * 1024;
 const POOL_MAX = 64;
-const pool: ArrayBuffer[] = [];
-let recycling = false;
 
-function allocatePayload(length: number): Uint8Array {
-  if (recycling && length >= POOL_MIN && length <= POOL_PAYLOAD) {
-    const buffer = pool.pop() ?? new ArrayBuffer(HEADROOM + POOL_PAYLOAD);
+/** See the constants above: a bounded free list of payload buffers (64 at most). */
+export class PayloadPool {
+  readonly #free: ArrayBuffer[] = [];
+
+  /** A payload of `length` bytes from the pool, or null when the size is not pooled. */
+  take(length: number): Uint8Array | null {
+    if (length < POOL_MIN || length > POOL_PAYLOAD) return null;
+    const buffer = this.#free.pop() ?? new ArrayBuffer(HEADROOM + POOL_PAYLOAD);
     return new Uint8Array(buffer, HEADROOM, length);
   }
-  return new Uint8Array(HEADROOM + length).subarray(HEADROOM);
+
+  /**
+   * Gives a received payload's buffer back. Only for a caller that holds
+   * the only reference and is done with it; anything else is ignored.
+   */
+  recycle(payload: Uint8Array): void {
+    if (!withHeadroom.delete(payload)) return;
+    const buffer = payload.buffer as ArrayBuffer;
+    if (buffer.byteLength === HEADROOM + POOL_PAYLOAD && this.#free.length < POOL_MAX) {
+      this.#free.push(buffer);
+    }
+  }
 }
 
-/**
- * Gives a received payload's buffer back for reuse by later frames. Only
- * for a caller that holds the only reference and is done with it (the
- * relay, once it has forwarded a frame); anything else is ignored.
- */
-export function recyclePayload(payload: Uint8Array): void {
-  if (!withHeadroom.delete(payload)) return;
-  recycling = true;
-  const buffer = payload.buffer as ArrayBuffer;
-  if (buffer.byteLength === HEADROOM + POOL_PAYLOAD && pool.length < POOL_MAX) pool.push(buffer);
+function allocatePayload(length: number, pool: PayloadPool | undefined): Uint8Array {
+  return pool?.take(length) ?? new Uint8Array(HEADROOM + length).subarray(HEADROOM);
 }
 
 /**
@@ -182,6 +188,8 @@ export interface FrameParserOptions {
   readonly maxFramePayload: number;
   /** True on the server side: every inbound frame must be masked. */
   readonly expectMasked: boolean;
+  /** Where payload buffers come from (and go back to), if pooled. */
+  readonly pool?: PayloadPool;
 }
 
 /** Incremental frame parser; feed it bytes, get frames. */
@@ -314,7 +322,7 @@ export class FrameParser {
       size += 4;
     }
     this.#header = { fin, opcode, mask };
-    this.#payload = allocatePayload(length);
+    this.#payload = allocatePayload(length, this.options.pool);
     this.#payloadLength = length;
     this.#filled = 0;
     return size;

@@ -15,6 +15,7 @@ import { acceptWebSocket, upgradeProblem } from "../../websocket/handshake.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import { encodeResponse, HttpHeadError, readHead } from "../../http1/head.ts";
 import { RELAY_WEBSOCKET_MAX } from "../wire/frame.ts";
+import { PayloadPool } from "../../websocket/frame.ts";
 import { handleRegistryRequest } from "./registry_api.ts";
 import { Rendezvous } from "./rendezvous.ts";
 import { RendezvousRejection, verifyRendezvousUrl } from "./signing.ts";
@@ -71,10 +72,13 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
   const addr = listener.addr as Deno.NetAddr;
   const host = bracketHost(addr.hostname);
   const url = (options.publicUrl ?? `http://${host}:${addr.port}`).replace(/\/+$/, "");
+  // Payloads forwarded from one socket to another go back to this pool.
+  const payloadPool = new PayloadPool();
   const rendezvous = new Rendezvous({
     store,
     nodeUrl: url,
     logger,
+    payloadPool,
     ...(options.onForward ? { onForward: options.onForward } : {}),
   });
 
@@ -110,6 +114,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
           maxMessageBytes: RELAY_WEBSOCKET_MAX,
           pingIntervalMs: 30_000,
           pongTimeoutMs: 60_000,
+          payloadPool,
         }, true);
         upgraded = true;
         if (grant.role === "environment") await rendezvous.attachExecutor(channel, grant);

@@ -17,7 +17,7 @@
  */
 
 import type { WebSocketChannel } from "../../websocket/channel.ts";
-import { recyclePayload } from "../../websocket/frame.ts";
+import type { PayloadPool } from "../../websocket/frame.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import {
   decodeRelayFrame,
@@ -67,6 +67,8 @@ export interface RendezvousOptions {
    * the bytes are valid only during the call (copy to keep them).
    */
   readonly onForward?: (bytes: Uint8Array, direction: "to_executor" | "to_harness") => void;
+  /** The pool the relay's sockets parse payloads into: forwarded ones go back to it. */
+  readonly payloadPool?: PayloadPool;
 }
 
 /** See the module documentation. */
@@ -210,7 +212,7 @@ export class Rendezvous {
           break;
         }
         // Written and referenced nowhere else: its buffer serves a later frame.
-        recyclePayload(next);
+        this.#o.payloadPool?.recycle(next);
       }
     })();
     try {
