@@ -38,7 +38,19 @@ export { ErrorCode } from "./src/protocol/errors.ts";
 export { pathToUri, toPathUri } from "./src/protocol/path_uri.ts";
 export type * from "./src/protocol/types.ts";
 
-export type { CloseInfo, Connection } from "./src/jsonrpc/connection.ts";
+export {
+  type CloseInfo,
+  type Connection,
+  type ConnectionParts,
+  messageConnection,
+} from "./src/jsonrpc/connection.ts";
+export {
+  createOutputSink,
+  type Framing,
+  ndjsonFraming,
+  type OutputSink,
+  type OutputSinkOptions,
+} from "./src/jsonrpc/output_sink.ts";
 export { ndjsonConnection, type NdjsonOptions } from "./src/jsonrpc/ndjson.ts";
 export {
   webSocketConnection,
@@ -79,4 +91,3 @@ export type {
   TraceContext,
 } from "./src/jsonrpc/message.ts";
 export type { StrictJsonLimits } from "./src/jsonrpc/strict_json.ts";
-export type { Framing } from "./src/jsonrpc/output_sink.ts";

@@ -8,6 +8,7 @@
  */
 
 import type { IncomingMessage, JsonRpcMessage } from "./message.ts";
+import type { OutputSink } from "./output_sink.ts";
 
 /** Why a connection ended. */
 export interface CloseInfo {
@@ -60,5 +61,35 @@ export function closeLatch(): {
     get done() {
       return done;
     },
+  };
+}
+
+/** The parts every message transport (NDJSON, WebSocket, relay stream) is built from. */
+export interface ConnectionParts {
+  /** For logs. */
+  readonly label: string;
+  /** Decoded inbound messages. */
+  readonly readable: ReadableStream<IncomingMessage>;
+  /** Encodes, batches and writes outbound messages. */
+  readonly output: OutputSink;
+  /** Resolves once, when the connection has ended. */
+  readonly closed: Promise<CloseInfo>;
+  /** Largest message the peer accepts. */
+  readonly maxOutgoingBytes: number;
+  /** Ends the transport (idempotent). */
+  close(reason: string): void;
+}
+
+/** Assembles a {@linkcode Connection} from a transport's parts. */
+export function messageConnection(parts: ConnectionParts): Connection {
+  const { output } = parts;
+  return {
+    readable: parts.readable,
+    writable: new WritableStream(output.sink),
+    closed: parts.closed,
+    label: parts.label,
+    maxOutgoingBytes: parts.maxOutgoingBytes,
+    flushed: () => output.flushed(),
+    close: (reason = "closed locally") => parts.close(reason),
   };
 }

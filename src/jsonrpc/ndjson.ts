@@ -12,7 +12,7 @@
  */
 
 import { concatBytes } from "../util/bytes.ts";
-import { type CloseInfo, closeLatch, type Connection } from "./connection.ts";
+import { type CloseInfo, closeLatch, type Connection, messageConnection } from "./connection.ts";
 import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink, ndjsonFraming } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
@@ -190,25 +190,22 @@ export function ndjsonConnection(
     },
     { highWaterMark: options.outputHighWaterMark, reuseBuffers: options.outputIsResource },
   );
-  const writable = new WritableStream(output$.sink);
-
   writer.closed.catch((error) => {
     output$.fail(error);
     finish({ reason: "output closed", error });
   });
 
-  return {
+  return messageConnection({
     readable,
-    writable,
+    output: output$,
     closed: latch.promise,
     label,
-    flushed: () => output$.flushed(),
     maxOutgoingBytes: options.maxOutgoingBytes ?? Infinity,
-    close(reason = "closed locally") {
+    close(reason) {
       finish({ reason });
       // An explicit close ends our output too (EOF for the other side); an
       // input EOF alone does not, so pending answers still go out.
       writer.close().catch(() => writer.abort().catch(() => {}));
     },
-  };
+  });
 }

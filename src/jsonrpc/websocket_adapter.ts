@@ -5,7 +5,7 @@
  * @module
  */
 
-import { closeLatch, type Connection } from "./connection.ts";
+import { closeLatch, type Connection, messageConnection } from "./connection.ts";
 import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
@@ -91,17 +91,15 @@ export function webSocketConnection(
     () => channel.close(),
     { highWaterMark: options.outputHighWaterMark, reuseBuffers: channel.reusableWrites },
   );
-  const writable = new WritableStream(output.sink);
   channel.closed.then(() => output.fail(new Error("WebSocket closed")));
 
-  return {
+  return messageConnection({
     readable,
-    writable,
+    output,
     closed: latch.promise,
     label,
-    flushed: () => output.flushed(),
     maxOutgoingBytes: options.maxOutgoingBytes ?? DEFAULT_PEER_MESSAGE_LIMIT,
-    close(reason = "closed locally") {
+    close(reason) {
       latch.resolve({ reason });
       channel.close(1000, "").catch(() => {});
       // Nobody reads messages any more: keep taking frames, so the peer's
@@ -112,5 +110,5 @@ export function webSocketConnection(
         } catch { /* ended */ }
       })();
     },
-  };
+  });
 }

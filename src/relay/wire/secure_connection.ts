@@ -8,7 +8,12 @@
  * @module
  */
 
-import { type CloseInfo, closeLatch, type Connection } from "../../jsonrpc/connection.ts";
+import {
+  type CloseInfo,
+  closeLatch,
+  type Connection,
+  messageConnection,
+} from "../../jsonrpc/connection.ts";
 import {
   decodeMessage,
   type IncomingMessage,
@@ -160,16 +165,14 @@ class RelayStream implements SecureStream {
       // Every record is sealed (copied) before the write resolves.
       { reuseBuffers: true, alone: isTracedRequest },
     );
-    const output = this.#output;
-    this.connection = {
+    this.connection = messageConnection({
       readable,
-      writable: new WritableStream(output.sink),
+      output: this.#output,
       closed: this.#latch.promise,
       label: options.label,
       maxOutgoingBytes: MAX_RELAY_MESSAGE,
-      flushed: () => output.flushed(),
-      close: (reason = "closed locally") => this.#finish({ reason }, true),
-    };
+      close: (reason) => this.#finish({ reason }, true),
+    });
   }
 
   acceptData(s: number, payload: Uint8Array): Promise<void> {
