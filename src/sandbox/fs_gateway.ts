@@ -49,6 +49,9 @@ function workerCommand(): SelfCommand {
   ]);
 }
 
+/** How long a closed worker may take to exit before it is killed. */
+const WORKER_EXIT_GRACE_MS = 2000;
+
 class FsWorker {
   readonly peer: RpcPeer;
   readonly ready: Promise<void>;
@@ -57,6 +60,7 @@ class FsWorker {
   #busy = 0;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
   lastUsed = Date.now();
+  #closing = false;
 
   constructor(plan: SandboxPlan, readonly idleMs: number, readonly onGone: () => void) {
     const { argv, runtime, env: runtimeEnv } = workerCommand();
@@ -128,11 +132,19 @@ class FsWorker {
   close(): void {
     clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
+    if (this.#closing) return;
+    this.#closing = true;
+    // End of input ends the worker and then its sandbox, after bubblewrap
+    // has finished its setup: killed mid-setup, it could create a
+    // placeholder on the host after the cleanup ran. A worker that does not
+    // go in time is killed, with the whole sandbox (its only program).
     this.peer.close("sandbox fs worker closed");
-    try {
-      // The whole sandbox: the worker is the namespace's only program.
-      Deno.kill(-this.#child.pid, "SIGKILL");
-    } catch { /* already gone */ }
+    const timer = setTimeout(() => {
+      try {
+        Deno.kill(-this.#child.pid, "SIGKILL");
+      } catch { /* already gone */ }
+    }, WORKER_EXIT_GRACE_MS);
+    this.#child.status.finally(() => clearTimeout(timer));
   }
 
   get status(): Promise<Deno.CommandStatus> {
