@@ -212,7 +212,7 @@ Deno.test("client: a flood on one process does not delay another's events", asyn
   const draining = (async () => {
     for await (const chunk of flood.stdout) flooded += chunk.length;
   })();
-  await eventually(() => flooded > 1024 * 1024);
+  assert(await eventually(() => flooded > 1024 * 1024), "timed out waiting");
   const t0 = performance.now();
   const quick = await client.command("echo", { args: ["quick"] }).output();
   const elapsed = performance.now() - t0;

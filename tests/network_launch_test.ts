@@ -240,15 +240,14 @@ Deno.test("network launch: a silent client is denied at the timeout; the proxy e
     assert(Date.now() - started < 5000, "the timeout, not curl's, decided");
     assertEquals(origin.seen.length, 0);
     // process/closed came: the proxy's port no longer accepts.
-    let refused = false;
-    for (let i = 0; i < 50 && !refused; i++) {
+    const refused = await eventually(async () => {
       try {
         (await Deno.connect({ hostname: "127.0.0.1", port: run.port })).close();
-        await new Promise((r) => setTimeout(r, 20)); // shutdown is asynchronous; poll briefly
+        return false; // shutdown is asynchronous
       } catch {
-        refused = true;
+        return true;
       }
-    }
+    }, 1000);
     assert(refused, `proxy port ${run.port} still open after the process closed`);
   } finally {
     await origin.server.shutdown();
@@ -343,7 +342,7 @@ for (const [name, options] of clientTargets()) {
       }).output();
       assertEquals(new TextDecoder().decode(out.stdout), "200\n403\n");
       assertEquals(asked.map((q) => q.request.port), [origin.port, 9]);
-      await eventually(() => heard.length === 2);
+      assert(await eventually(() => heard.length === 2), `${heard.length} decisions heard`);
       assertEquals(heard.map((d) => [d.port, d.decision, d.reason]), [
         [origin.port, "allow", "not_allowed"],
         [9, "deny", "wrong port"],
@@ -536,10 +535,13 @@ Deno.test("network launch: at most 64 open policy questions per proxy; more are 
         new TextEncoder().encode(`GET http://q${i}.test:1/ HTTP/1.1\r\nHost: q${i}.test:1\r\n\r\n`),
       );
     }
-    await eventually(() => open.length === MAX_OPEN_QUESTIONS && notified.length === 6);
+    assert(
+      await eventually(() => open.length === MAX_OPEN_QUESTIONS && notified.length === 6),
+      `${open.length} questions open, ${notified.length} decided`,
+    );
     assert(notified.every((d) => d.decision === "deny" && d.source === "decider"));
     for (const answer of open) answer({ decision: { type: "deny", reason: "later" } });
-    await eventually(() => notified.length === 70);
+    assert(await eventually(() => notified.length === 70), `${notified.length} decided`);
   } finally {
     for (const conn of conns) conn.close();
     await proxy.shutdown();

@@ -52,7 +52,10 @@ Deno.test("resume after a killed socket: replay of missed output plus read catch
         `i=0; while [ $i -lt ${lines} ]; do echo line $i; i=$((i+1)); sleep 0.004; done`,
       ),
     );
-    await eventually(() => a.notes.filter((n) => n.method === "process/output").length >= 20);
+    assert(
+      await eventually(() => a.notes.filter((n) => n.method === "process/output").length >= 20),
+      "timed out waiting",
+    );
     // Kill the socket without a closing handshake, mid-stream.
     a.channel.abort("test kills the socket");
     await a.peer.closed;
@@ -74,7 +77,10 @@ Deno.test("resume after a killed socket: replay of missed output plus read catch
       processId: "tick",
       afterSeq: lastSeen,
     });
-    await eventually(() => b.notes.some((n) => n.method === "process/closed"), 15_000);
+    assert(
+      await eventually(() => b.notes.some((n) => n.method === "process/closed"), 15_000),
+      "timed out waiting",
+    );
 
     const notifiedSeqs = b.notes.filter((n) => n.method === "process/output").map((n) =>
       n.params.seq
@@ -138,7 +144,10 @@ Deno.test("output produced while detached is held (child paused at the bound) an
       processId: "burst",
       afterSeq: lastSeen,
     });
-    await eventually(() => c.notes.some((n) => n.method === "process/closed"), 15_000);
+    assert(
+      await eventually(() => c.notes.some((n) => n.method === "process/closed"), 15_000),
+      "timed out waiting",
+    );
     const bytesOf = (o: Output) => Uint8Array.fromBase64(o.chunk).length;
     const bySeq = new Map<number, number>();
     for (const o of seenByB) bySeq.set(o.seq, bytesOf(o));
@@ -166,7 +175,10 @@ Deno.test("a detached session expires after its TTL and its process groups are k
     });
     await a.peer.notify("initialized");
     await a.peer.request("process/start", startParams("bg", "sleep 1000 & echo $!; wait"));
-    await eventually(() => a.notes.some((n) => n.method === "process/output"));
+    assert(
+      await eventually(() => a.notes.some((n) => n.method === "process/output")),
+      "timed out waiting",
+    );
     const out = a.notes.find((n) => n.method === "process/output")!;
     const grandchild = Number(
       new TextDecoder().decode(Uint8Array.fromBase64(out.params.chunk)).trim(),
