@@ -1,0 +1,338 @@
+/**
+ * `process/start`: the request's proxy (`networkProxy`) and environment,
+ * its sandbox (routed to the managed proxy when the network is enforced),
+ * its shell snapshot, then the child — pipes or a terminal — registered
+ * with the session before the answer goes out. Everything it set up is
+ * released when the process closes or when the start fails.
+ *
+ * @module
+ */
+
+import { concatBytes } from "../../util/bytes.ts";
+import { RpcError } from "../../jsonrpc/errors.ts";
+import { computeChildEnv } from "../../process/env_policy.ts";
+import { ManagedProcess } from "../../process/managed_process.ts";
+import { spawnChild, type SpawnedChild, SpawnError } from "../../process/spawn.ts";
+import type { DecodedProcessStart } from "../../protocol/decoders.ts";
+import { ErrorCode, internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
+import { ptyBackend } from "../../process/pty/spawn_pty.ts";
+import { signalGroup } from "../../process/signals.ts";
+import type { CaptureLimits } from "../../process/shell_snapshot.ts";
+import { readsEverything } from "../../sandbox/policy.ts";
+import {
+  DenialDetector,
+  LINUX_SANDBOX_TYPE,
+  type PreparedSandbox,
+  prepareSandbox,
+  SandboxUnavailableError,
+} from "../../sandbox/mod.ts";
+import type { NetworkProxyLaunch, ProcessStartResult } from "../../protocol/types.ts";
+import type { HandlerContext } from "../handler.ts";
+import { launchProcessProxy } from "../network_launch.ts";
+import type { NetworkProxy } from "../../proxy/network_proxy.ts";
+import { NetworkConfigError } from "../../proxy/config.ts";
+import { DomainPatternError } from "../../proxy/domain_pattern.ts";
+import type { ManagedNetworkEnv } from "../server_state.ts";
+
+/** Starts the child of a `process/start` request (terminals: see `pty`). */
+export type ChildStarter = (
+  request: {
+    argv: string[];
+    cwd: string;
+    env: Record<string, string>;
+    arg0: string | null;
+    pipeStdin: boolean;
+    tty: boolean;
+    rows: number;
+    cols: number;
+    /** Confine the child (null: unconfined). */
+    sandbox: PreparedSandbox | null;
+  },
+) => StartedChild;
+
+/** What `process/start` needs to start a child. */
+export interface StartedChild {
+  /** The child. */
+  readonly child: SpawnedChild;
+  /** Signals the right target (a terminal's foreground group). */
+  readonly signal?: (signal: Deno.Signal) => boolean;
+  /** The child runs on a terminal. */
+  readonly tty: boolean;
+  /** Signals the program inside a sandbox (see `ManagedProcessOptions.confined`). */
+  readonly confined?: (signal: Deno.Signal) => boolean;
+  /** Its terminal, for resizes. */
+  readonly terminal?: { resize(rows: number, cols: number): void };
+}
+
+/**
+ * The default starter: pipes, or a pseudo-terminal for `tty: true` when the
+ * backend is available (otherwise a clear `-32603`).
+ */
+export const defaultStarter: ChildStarter = (request) => {
+  const launcher = request.sandbox ? { launcher: request.sandbox.launcher(request.cwd) } : {};
+  if (request.tty) {
+    const { backend, reason } = ptyBackend();
+    if (!backend) {
+      throw internalError(
+        `tty: true is not supported by this server: ${reason}; environment/info capabilities.tty is false`,
+      );
+    }
+    const { child, pty } = backend.spawn(
+      {
+        argv: request.argv,
+        cwd: request.cwd,
+        env: request.env,
+        arg0: request.arg0,
+        stdin: "piped",
+        ...launcher,
+      },
+      request.rows,
+      request.cols,
+    );
+    request.sandbox?.hold(child.status);
+    return {
+      child,
+      tty: true,
+      terminal: pty,
+      // Signals go to the terminal's foreground job, as a keypress would.
+      signal: (sig) => signalGroup(pty.foregroundGroup() ?? child.pid, sig),
+    };
+  }
+  const child = spawnChild({
+    argv: request.argv,
+    cwd: request.cwd,
+    env: request.env,
+    arg0: request.arg0,
+    stdin: request.pipeStdin ? "piped" : "null",
+    ...launcher,
+  });
+  request.sandbox?.hold(child.status);
+  const confined = request.sandbox?.signaller(child.pid);
+  return { child, tty: false, ...(confined ? { signal: confined, confined } : {}) };
+};
+
+/**
+ * Runs a shell-snapshot capture to completion: its stdout (bounded), or
+ * null when it fails, exits non-zero, says too much or takes too long
+ * (then its whole process group is killed).
+ */
+async function captureOutput(
+  starter: ChildStarter,
+  request: {
+    sandbox: PreparedSandbox | null;
+    argv: string[];
+    cwd: string;
+    env: Record<string, string>;
+  },
+  limits: CaptureLimits,
+): Promise<Uint8Array | null> {
+  let started: StartedChild;
+  try {
+    started = starter({
+      ...request,
+      arg0: null,
+      pipeStdin: false,
+      tty: false,
+      rows: 24,
+      cols: 80,
+    });
+  } catch {
+    return null;
+  }
+  const { child } = started;
+  const kill = () => signalGroup(child.pid, "SIGKILL");
+  const timer = setTimeout(kill, limits.timeoutMs);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let overflow = false;
+  try {
+    // stderr is read and dropped (a closed pipe would kill a chatty profile).
+    const drainErr = (async () => {
+      for await (const _ of child.stderr) { /* dropped */ }
+    })().catch(() => {});
+    for await (const chunk of child.stdout) {
+      size += chunk.byteLength;
+      if (size > limits.maxBytes) {
+        overflow = true;
+        kill();
+        break;
+      }
+      chunks.push(chunk);
+    }
+    await drainErr;
+    const status = await child.status;
+    if (overflow || status.code !== 0) return null;
+    return concatBytes(chunks, size);
+  } finally {
+    clearTimeout(timer);
+    // Whatever the login shell left running in its group goes with it.
+    kill();
+  }
+}
+
+/**
+ * `process/start`: checks, sandbox and shell snapshot preparation, then the
+ * child, registered with the session before the answer goes out.
+ */
+export async function startProcess(
+  p: DecodedProcessStart,
+  ctx: HandlerContext,
+  starter: ChildStarter,
+): Promise<ProcessStartResult> {
+  const { session, server } = ctx;
+  if (session.hasProcess(p.processId)) {
+    throw invalidRequest(`process ${p.processId} already exists`);
+  }
+  let env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
+  // enforceManagedNetwork: a sandbox's only way out is the proxy (none: no way out).
+  const routeTo = (proxy: ManagedNetworkEnv | null) =>
+    p.enforceManagedNetwork ? proxy?.managedNetworkContext?.().loopbackPorts ?? [] : null;
+  if (!p.networkProxy) {
+    const managed = p.enforceManagedNetwork ? server.managedNetwork : null;
+    if (managed) env = managed.applyToEnv(env);
+    return await startChild(p, ctx, starter, env, routeTo(managed));
+  }
+  const proxy = await launchProxy(p.processId, p.networkProxy, ctx);
+  try {
+    const started = await startChild(p, ctx, starter, proxy.applyToEnv(env), routeTo(proxy));
+    // The proxy serves the process (and its descendants) until it closes.
+    void session.process(p.processId)?.finished.then(() => proxy.shutdown());
+    return started;
+  } catch (error) {
+    await proxy.shutdown();
+    throw error;
+  }
+}
+
+/** Starts the proxy of `process/start.networkProxy`; a policy it cannot compile is `-32602`. */
+async function launchProxy(
+  processId: string,
+  launch: NetworkProxyLaunch,
+  ctx: HandlerContext,
+): Promise<NetworkProxy> {
+  const logger = ctx.server.logger.child({ processId });
+  try {
+    return await launchProcessProxy(launch, processId, ctx.session, logger);
+  } catch (error) {
+    if (error instanceof NetworkConfigError || error instanceof DomainPatternError) {
+      throw invalidParams(`invalid network proxy config: ${error.message}`);
+    }
+    throw internalError(`failed to start the network proxy: ${(error as Error).message}`, error);
+  }
+}
+
+/**
+ * The child itself: sandbox (its network only `proxyPorts` when given),
+ * shell snapshot, spawn, registration.
+ */
+async function startChild(
+  p: DecodedProcessStart,
+  ctx: HandlerContext,
+  starter: ChildStarter,
+  env: Record<string, string>,
+  proxyPorts: readonly number[] | null,
+): Promise<ProcessStartResult> {
+  const { session, server } = ctx;
+  let sandbox: PreparedSandbox | null;
+  try {
+    sandbox = prepareSandbox(
+      p.sandbox,
+      { cwd: p.cwd, env },
+      server.options.sandboxPidNamespace,
+      proxyPorts,
+    );
+  } catch (error) {
+    if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
+    throw error;
+  }
+  try {
+    const result = await launchChild(p, ctx, starter, env, sandbox);
+    if (sandbox) void session.process(p.processId)?.finished.then(() => sandbox.close());
+    return result;
+  } catch (error) {
+    await sandbox?.close();
+    throw error;
+  }
+}
+
+/** Shell snapshot, spawn and registration of a prepared child. */
+async function launchChild(
+  p: DecodedProcessStart,
+  ctx: HandlerContext,
+  starter: ChildStarter,
+  env: Record<string, string>,
+  sandbox: PreparedSandbox | null,
+): Promise<ProcessStartResult> {
+  const { session, server } = ctx;
+  let argv = p.argv;
+  // A snapshot file lives on the host: used where the sandbox can read it.
+  if (p.shellSnapshot && (!sandbox || readsEverything(sandbox.plan))) {
+    const requestEnv = { ...(p.envPolicy?.set ?? {}), ...p.env };
+    argv = await server.shellSnapshots.commandLine(
+      p.shellSnapshot,
+      p.argv,
+      { set: Object.keys(requestEnv), env: requestEnv },
+      (captureArgv, limits) =>
+        captureOutput(starter, { sandbox, argv: captureArgv, cwd: p.cwd, env }, limits),
+    );
+    if (session.hasProcess(p.processId)) {
+      throw invalidRequest(`process ${p.processId} already exists`);
+    }
+  }
+  let started;
+  try {
+    started = starter({
+      sandbox,
+      argv,
+      cwd: p.cwd,
+      env,
+      arg0: p.arg0 ?? null,
+      pipeStdin: p.pipeStdin,
+      tty: p.tty,
+      rows: p.rows ?? 24,
+      cols: p.cols ?? 80,
+    });
+  } catch (error) {
+    if (error instanceof SpawnError) {
+      throw new RpcError(ErrorCode.InternalError, error.message, {
+        cause: error,
+        ...(error.detail !== undefined ? { logDetail: error.detail } : {}),
+      });
+    }
+    throw error;
+  }
+  const process = new ManagedProcess({
+    id: p.processId,
+    child: started.child,
+    tty: started.tty,
+    stdoutName: started.tty ? "pty" : "stdout",
+    logger: server.logger.child({ processId: p.processId }),
+    // A session that can be resumed keeps enough delivered output to
+    // replay what was in flight when its connection dropped.
+    limits: {
+      retainBytes: ctx.connection.disconnectPolicy === "detach"
+        ? server.options.outputHistoryBytes
+        : 1024 * 1024,
+      budget: server.historyBudget,
+    },
+    ...(started.signal ? { signal: started.signal } : {}),
+    ...(started.terminal ? { terminal: started.terminal } : {}),
+    ...(started.confined ? { confined: started.confined } : {}),
+    ...(sandbox ? { denial: new DenialDetector() } : {}),
+  });
+  session.addProcess(process);
+  // Its pipes' buffers are freed when it ends: give them back then.
+  process.finished.then(() => server.trimmer.note());
+  server.logger.debug("process.started", {
+    sessionId: session.id,
+    processId: p.processId,
+    pid: process.pid,
+    tty: started.tty,
+    sandboxed: sandbox !== null,
+  });
+  const result: ProcessStartResult = {
+    processId: p.processId,
+    sandboxType: sandbox ? LINUX_SANDBOX_TYPE : "none",
+  };
+  return result;
+}
