@@ -8,6 +8,8 @@
  * @module
  */
 
+import { hmacSha256Base64Url } from "../util/hmac.ts";
+
 /** No authentication. */
 export interface NoAuth {
   /** Mode. */
@@ -130,13 +132,5 @@ export async function signJwt(
   const b64 = (bytes: Uint8Array) => bytes.toBase64({ alphabet: "base64url", omitPadding: true });
   const h = b64(encoder.encode(JSON.stringify(header)));
   const p = b64(encoder.encode(JSON.stringify(payload)));
-  const key = await crypto.subtle.importKey(
-    "raw",
-    secret as Uint8Array<ArrayBuffer>,
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
-  const sig = new Uint8Array(await crypto.subtle.sign("HMAC", key, encoder.encode(`${h}.${p}`)));
-  return `${h}.${p}.${b64(sig)}`;
+  return `${h}.${p}.${await hmacSha256Base64Url(secret, `${h}.${p}`)}`;
 }

@@ -413,11 +413,7 @@ export class WebSocketChannel {
         try {
           message = await this.#handleFrame(frame);
         } catch (error) {
-          if (error instanceof WebSocketProtocolError) {
-            await this.#fail(error);
-            controller.close();
-            return;
-          }
+          if (await this.#failedOn(error, controller)) return;
           throw error;
         }
         if (this.#ended) {
@@ -482,14 +478,21 @@ export class WebSocketChannel {
           ...(direct ? this.#parser.filledTail(chunk) : this.#parser.push(chunk)),
         );
       } catch (error) {
-        if (error instanceof WebSocketProtocolError) {
-          await this.#fail(error);
-          controller.close();
-          return;
-        }
+        if (await this.#failedOn(error, controller)) return;
         throw error;
       }
     }
+  }
+
+  /** Ends the channel on a protocol violation (its close code sent); false for other errors. */
+  async #failedOn(
+    error: unknown,
+    controller: ReadableStreamDefaultController<WebSocketMessage>,
+  ): Promise<boolean> {
+    if (!(error instanceof WebSocketProtocolError)) return false;
+    await this.#fail(error);
+    controller.close();
+    return true;
   }
 
   /** Handles one frame; returns a completed data message, if any. */

@@ -246,6 +246,14 @@ export class RemoteExecutor implements AsyncDisposable {
     }
   }
 
+  /** A handshake the harness broke off (a second handshake, or data before it finished). */
+  #abandon(id: string, state: { cancelled: boolean }): void {
+    state.cancelled = true;
+    this.#streams.delete(id);
+    this.#pending--;
+    this.#fail();
+  }
+
   #dispatch(frame: RelayFrame, link: RelayLink): void {
     const id = frame.streamId;
     const body = frame.body!;
@@ -255,10 +263,7 @@ export class RemoteExecutor implements AsyncDisposable {
         if (Date.now() < this.#cooldownUntil) return this.#reset(link, id);
         if (state?.kind === "active") return this.#reset(link, id);
         if (state?.kind === "pending") {
-          state.cancelled = true;
-          this.#streams.delete(id);
-          this.#pending--;
-          this.#fail();
+          this.#abandon(id, state);
           return this.#reset(link, id);
         }
         if (this.activeStreams >= MAX_ACTIVE || this.#pending >= MAX_PENDING) {
@@ -271,12 +276,7 @@ export class RemoteExecutor implements AsyncDisposable {
           state.stream.acceptData(body.seq, body.payload);
           return;
         }
-        if (state?.kind === "pending") {
-          state.cancelled = true;
-          this.#streams.delete(id);
-          this.#pending--;
-          this.#fail();
-        }
+        if (state?.kind === "pending") this.#abandon(id, state);
         return this.#reset(link, id);
       }
       case "reset": {

@@ -14,6 +14,8 @@
  * @module
  */
 
+import { hmacSha256Base64Url } from "../../util/hmac.ts";
+
 /** What a signed URL grants. */
 export interface RendezvousGrant {
   /** `environment` (executor socket) or `harness`. */
@@ -44,17 +46,7 @@ function timingSafeEqual(a: string, b: string): boolean {
   return diff === 0;
 }
 
-async function hmac(secret: Uint8Array, text: string): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    secret as Uint8Array<ArrayBuffer>,
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
-  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(text)));
-  return mac.toBase64({ alphabet: "base64url", omitPadding: true });
-}
+const hmac = hmacSha256Base64Url;
 
 function canonical(path: string, params: { get(key: string): string | null }): string {
   return JSON.stringify([
