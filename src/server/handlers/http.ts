@@ -12,7 +12,7 @@ import {
   type HttpExchange,
   readBody,
   startExchange,
-} from "../../http/request.ts";
+} from "./http_request.ts";
 import { httpRequestParams } from "../../protocol/decoders.ts";
 import { ErrorCode } from "../../protocol/errors.ts";
 import { Method, ServerNotification } from "../../protocol/methods.ts";

@@ -6,17 +6,17 @@
  * @module
  */
 
-import { concatBytes } from "../util/bytes.ts";
-import { RpcError } from "../jsonrpc/errors.ts";
-import { ErrorCode } from "../protocol/errors.ts";
-import type { HttpHeaderParam } from "../protocol/types.ts";
+import { concatBytes } from "../../util/bytes.ts";
+import { RpcError } from "../../jsonrpc/errors.ts";
+import { ErrorCode } from "../../protocol/errors.ts";
+import type { HttpHeaderParam } from "../../protocol/types.ts";
 import {
   HttpBodyError,
   type HttpClientResponse,
   httpRequest,
   HttpTransportError,
   TOKEN,
-} from "./client.ts";
+} from "../../http/client.ts";
 
 /** What the handler asks for (already decoded). */
 export interface HttpRequestSpec {
