@@ -7,12 +7,7 @@
  */
 
 import { RpcError } from "../../jsonrpc/errors.ts";
-import {
-  bodyErrorMessage,
-  type HttpExchange,
-  readBody,
-  startExchange,
-} from "./http_request.ts";
+import { bodyErrorMessage, type HttpExchange, readBody, startExchange } from "./http_request.ts";
 import { httpRequestParams } from "../../protocol/decoders.ts";
 import { ErrorCode } from "../../protocol/errors.ts";
 import { Method, ServerNotification } from "../../protocol/methods.ts";
