@@ -109,6 +109,8 @@ Deno.test("architecture: no import cycles, and dependencies point inward", async
     ["websocket/", /^(jsonrpc|server|client|relay)\//],
     ["http1/", /^(jsonrpc|server|client|relay|proxy|sidecars|mcp|http)\//],
     ["util/", /^http1\//],
+    // Filesystem operations speak in their own error kinds, not protocol codes.
+    ["fs/", /^(server|client|relay|jsonrpc|sandbox|protocol\/errors\.ts)/],
     ["sandbox/", /^(server|client|relay|proxy|mcp)\//],
     ["jsonrpc/", /^(server|client|relay|process|fs|http|mcp|proxy)\//],
     ["relay/", /^client\//],

@@ -1,6 +1,8 @@
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import { inProcessStdio, type WireClient } from "./helpers/wire_client.ts";
 import { fsError } from "../src/fs/errors.ts";
+import { protocolError } from "../src/server/domain_errors.ts";
+import type { RpcError } from "../src/jsonrpc/errors.ts";
 import { delay } from "../src/util/async.ts";
 
 const u = (path: string) => `file://${path.split("/").map(encodeURIComponent).join("/")}`;
@@ -693,20 +695,21 @@ Deno.test("fs/watchMissing: one one-shot watch per connection with increasing id
 });
 
 Deno.test("fs error mapping: permission and invalid input are -32600, the rest -32603", () => {
+  // The filesystem layer's kinds, as the server's dispatch turns them into codes.
+  const code = (error: Error) => (protocolError(fsError(error, "/x")) as RpcError).code;
   assertEquals(
-    fsError(new Deno.errors.PermissionDenied("Permission denied (os error 13): open '/x'"), "/x")
-      .code,
+    code(new Deno.errors.PermissionDenied("Permission denied (os error 13): open '/x'")),
     -32600,
   );
   assertEquals(
-    fsError(new Deno.errors.InvalidData("Invalid argument (os error 22)"), "/x").code,
+    code(new Deno.errors.InvalidData("Invalid argument (os error 22)")),
     -32600,
   );
   assertEquals(
-    fsError(new Deno.errors.NotFound("No such file or directory (os error 2)"), "/x").code,
+    code(new Deno.errors.NotFound("No such file or directory (os error 2)")),
     -32004,
   );
-  assertEquals(fsError(new Error("Directory not empty (os error 39)"), "/x").code, -32603);
+  assertEquals(code(new Error("Directory not empty (os error 39)")), -32603);
   assertEquals(
     fsError(new Deno.errors.FilesystemLoop("Too many levels of symbolic links (os error 40)"), "/x")
       .message,

@@ -1,44 +1,62 @@
 /**
- * Filesystem errors as the protocol reports them (§9.1): not found →
- * `-32004`; permission denied and invalid input → `-32600`; anything else →
- * `-32603`. Messages are the OS error text exactly as the reference sends
- * it (Codex copies it into its model's context); the path goes to the log
- * ({@linkcode RpcError.logDetail}).
+ * Filesystem errors, in three kinds the server maps to protocol codes
+ * (§9.1): `not_found` (`-32004`), `invalid` — also permission denied —
+ * (`-32600`) and `internal` (`-32603`). Messages are the OS error text
+ * exactly as the reference sends it (Codex copies it into its model's
+ * context); the path is `detail`, for the log only.
  *
  * @module
  */
 
-import { RpcError } from "../jsonrpc/errors.ts";
-import { ErrorCode } from "../protocol/errors.ts";
 import { errnoOf, formatErrno, osErrorText } from "../util/os_error.ts";
 
 const INVALID_INPUT_ERRNOS = new Set([22]);
 const PERMISSION_ERRNOS = new Set([1, 13]);
 
-/** The protocol code for an OS error number. */
-export function codeForErrno(errno: number | undefined): number {
-  if (errno === 2) return ErrorCode.NotFound;
-  if (errno !== undefined && (PERMISSION_ERRNOS.has(errno) || INVALID_INPUT_ERRNOS.has(errno))) {
-    return ErrorCode.InvalidRequest;
+/** What kind of failure a filesystem operation met. */
+export type FsErrorKind = "not_found" | "invalid" | "internal";
+
+/** A filesystem operation failed; `message` is what the client sees. */
+export class FsError extends Error {
+  /** Creates the error; `detail` (the path, usually) goes to the log only. */
+  constructor(
+    readonly kind: FsErrorKind,
+    message: string,
+    options: { cause?: unknown; detail?: string } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "FsError";
+    this.detail = options.detail;
   }
-  return ErrorCode.InternalError;
+
+  /** For the log (the path the error concerns). */
+  readonly detail: string | undefined;
 }
 
-/** Maps a thrown filesystem error to an {@linkcode RpcError} naming `path`. */
-export function fsError(error: unknown, path: string): RpcError {
-  if (error instanceof RpcError) return error;
+/** The kind of an OS error number. */
+export function kindForErrno(errno: number | undefined): FsErrorKind {
+  if (errno === 2) return "not_found";
+  if (errno !== undefined && (PERMISSION_ERRNOS.has(errno) || INVALID_INPUT_ERRNOS.has(errno))) {
+    return "invalid";
+  }
+  return "internal";
+}
+
+/** Maps a thrown filesystem error to an {@linkcode FsError} naming `path`. */
+export function fsError(error: unknown, path: string): FsError {
+  if (error instanceof FsError) return error;
   const errno = errnoOf(error);
-  return new RpcError(codeForErrno(errno), osErrorText(error), { cause: error, logDetail: path });
+  return new FsError(kindForErrno(errno), osErrorText(error), { cause: error, detail: path });
 }
 
 /** An error for a given errno, as if the OS had raised it for `path`. */
-export function errnoError(errno: number, path: string): RpcError {
-  return new RpcError(codeForErrno(errno), formatErrno(errno), { logDetail: path });
+export function errnoError(errno: number, path: string): FsError {
+  return new FsError(kindForErrno(errno), formatErrno(errno), { detail: path });
 }
 
-/** `-32600 path \`<p>\` is not a file`. */
-export function notAFile(path: string): RpcError {
-  return new RpcError(ErrorCode.InvalidRequest, `path \`${path}\` is not a file`);
+/** `path \`<p>\` is not a file` (invalid). */
+export function notAFile(path: string): FsError {
+  return new FsError("invalid", `path \`${path}\` is not a file`);
 }
 
 /** Runs `op`, mapping OS errors to protocol errors naming `path`. */
@@ -57,7 +75,7 @@ export async function withFsErrors<T>(path: string, op: () => Promise<T>): Promi
  */
 export async function checkNoSymlinks(
   path: string,
-  onFinal: RpcError | null,
+  onFinal: FsError | null,
 ): Promise<"final" | "none"> {
   // The common case in one system call: a path that is already its own
   // canonical form has no symlink (nor `.`, `..`, `//`) anywhere. Otherwise

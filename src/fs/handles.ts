@@ -9,11 +9,9 @@
  * @module
  */
 
-import { RpcError } from "../jsonrpc/errors.ts";
-import { ErrorCode } from "../protocol/errors.ts";
 import type { FsOpenMode } from "../protocol/types.ts";
 import { copyAttributes, statOrNull, tempSibling } from "./atomic.ts";
-import { errnoError, fsError, notAFile } from "./errors.ts";
+import { errnoError, FsError, fsError, notAFile } from "./errors.ts";
 
 /** Handles open at once per connection. */
 export const MAX_HANDLES = 128;
@@ -37,15 +35,12 @@ const encoder = new TextEncoder();
 
 function checkId(id: string): void {
   if (encoder.encode(id).length > MAX_HANDLE_ID_BYTES) {
-    throw new RpcError(
-      ErrorCode.InvalidRequest,
-      `file handle ID must not exceed ${MAX_HANDLE_ID_BYTES} bytes`,
-    );
+    throw new FsError("invalid", `file handle ID must not exceed ${MAX_HANDLE_ID_BYTES} bytes`);
   }
 }
 
-function unknownHandle(id: string): RpcError {
-  return new RpcError(ErrorCode.NotFound, `unknown file handle \`${id}\``);
+function unknownHandle(id: string): FsError {
+  return new FsError("not_found", `unknown file handle \`${id}\``);
 }
 
 /** The handles of one connection. */
@@ -67,11 +62,11 @@ export class FileHandleTable {
   async open(id: string, path: string, mode: FsOpenMode): Promise<void> {
     checkId(id);
     if (this.#handles.has(id)) {
-      throw new RpcError(ErrorCode.InvalidRequest, `file handle \`${id}\` already exists`);
+      throw new FsError("invalid", `file handle \`${id}\` already exists`);
     }
     if (this.#handles.size >= MAX_HANDLES) {
-      throw new RpcError(
-        ErrorCode.InvalidRequest,
+      throw new FsError(
+        "invalid",
         `at most ${MAX_HANDLES} file handles may be open per connection`,
       );
     }
@@ -80,7 +75,7 @@ export class FileHandleTable {
       const handle = mode === "read" ? await this.#openRead(path) : await this.#openReplace(path);
       if (this.#disposed) {
         await this.#release(handle);
-        throw new RpcError(ErrorCode.InternalError, "connection closed");
+        throw new FsError("internal", "connection closed");
       }
       this.#handles.set(id, handle);
     } catch (error) {
@@ -138,10 +133,7 @@ export class FileHandleTable {
   readBlock(id: string, offset: number, len: number): Promise<{ bytes: Uint8Array; eof: boolean }> {
     checkId(id);
     if (len < 1 || len > MAX_BLOCK) {
-      throw new RpcError(
-        ErrorCode.InvalidRequest,
-        `file read block length must be between 1 and ${MAX_BLOCK}`,
-      );
+      throw new FsError("invalid", `file read block length must be between 1 and ${MAX_BLOCK}`);
     }
     const handle = this.#get(id);
     if (handle.mode !== "read") throw errnoError(9, handle.path);
@@ -166,10 +158,7 @@ export class FileHandleTable {
   writeBlock(id: string, offset: number, bytes: Uint8Array): Promise<void> {
     checkId(id);
     if (bytes.length < 1 || bytes.length > MAX_BLOCK) {
-      throw new RpcError(
-        ErrorCode.InvalidRequest,
-        `file write block length must be between 1 and ${MAX_BLOCK}`,
-      );
+      throw new FsError("invalid", `file write block length must be between 1 and ${MAX_BLOCK}`);
     }
     const handle = this.#handles.get(id);
     // A read handle's id is unknown to writes (as in the reference).

@@ -4,10 +4,8 @@
  * @module
  */
 
-import { RpcError } from "../jsonrpc/errors.ts";
-import { ErrorCode } from "../protocol/errors.ts";
 import type { FsDirectoryEntry, FsMetadata } from "../protocol/types.ts";
-import { checkNoSymlinks, withFsErrors } from "./errors.ts";
+import { checkNoSymlinks, FsError, withFsErrors } from "./errors.ts";
 
 /** Most entries `fs/readDirectory` returns. */
 export const READ_DIRECTORY_LIMIT = 50_000;
@@ -31,7 +29,7 @@ export async function getMetadata(path: string, followSymlinks: boolean): Promis
   if (!followSymlinks) {
     await checkNoSymlinks(
       path,
-      new RpcError(ErrorCode.InvalidRequest, "path contains a symbolic link"),
+      new FsError("invalid", "path contains a symbolic link"),
     );
     return describe(await withFsErrors(path, () => Deno.lstat(path)), false);
   }
@@ -58,8 +56,8 @@ export async function readDirectory(
     let count = 0;
     for await (const entry of Deno.readDir(path)) {
       if (++count > limit) {
-        throw new RpcError(
-          ErrorCode.InternalError,
+        throw new FsError(
+          "internal",
           `fs/readDirectory returned ${count} entries; limit is ${limit}`,
         );
       }

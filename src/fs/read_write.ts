@@ -4,10 +4,8 @@
  * @module
  */
 
-import { RpcError } from "../jsonrpc/errors.ts";
-import { ErrorCode } from "../protocol/errors.ts";
 import { writeFileAtomic } from "./atomic.ts";
-import { checkNoSymlinks, errnoError, fsError, notAFile, withFsErrors } from "./errors.ts";
+import { checkNoSymlinks, errnoError, FsError, fsError, notAFile, withFsErrors } from "./errors.ts";
 
 /** The largest file `fs/readFile` returns (512 MiB). */
 export const READ_FILE_LIMIT = 512 * 1024 * 1024;
@@ -37,14 +35,11 @@ export async function readFileChecked(path: string, options: ReadFileOptions): P
   if (!info.isFile) throw notAFile(path);
   const limit = options.limit ?? READ_FILE_LIMIT;
   if (info.size > limit) {
-    throw new RpcError(
-      ErrorCode.InvalidRequest,
-      `file is too large to read: limit is ${limit} bytes`,
-    );
+    throw new FsError("invalid", `file is too large to read: limit is ${limit} bytes`);
   }
   if (options.maxPayloadBytes !== undefined && base64Length(info.size) > options.maxPayloadBytes) {
-    throw new RpcError(
-      ErrorCode.InvalidRequest,
+    throw new FsError(
+      "invalid",
       `file ${path} is ${info.size} bytes; its base64 would exceed this connection's ${options.maxPayloadBytes}-byte message limit: ` +
         "read it in blocks with fs/open and fs/readBlock",
     );

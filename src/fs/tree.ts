@@ -9,10 +9,8 @@
  * @module
  */
 
-import { RpcError } from "../jsonrpc/errors.ts";
-import { ErrorCode } from "../protocol/errors.ts";
 import { replaceAtomically, statOrNull, tempSibling } from "./atomic.ts";
-import { checkNoSymlinks, errnoError, fsError, withFsErrors } from "./errors.ts";
+import { checkNoSymlinks, errnoError, FsError, fsError, withFsErrors } from "./errors.ts";
 
 /** `fs/createDirectory`: recursive mode accepts an existing directory. */
 export async function createDirectory(
@@ -37,10 +35,10 @@ export async function removePath(
 ): Promise<void> {
   if (!options.followSymlinks) {
     if (options.recursive) {
-      throw new RpcError(ErrorCode.InternalError, "recursive no-follow removal is unsupported");
+      throw new FsError("internal", "recursive no-follow removal is unsupported");
     }
     await checkNoSymlinks(path, null).catch((error) => {
-      if (options.force && error instanceof RpcError && error.code === ErrorCode.NotFound) return;
+      if (options.force && error instanceof FsError && error.kind === "not_found") return;
       throw error;
     });
   }
@@ -54,9 +52,9 @@ export async function removePath(
   }
 }
 
-function unsupportedType(path: string): RpcError {
-  return new RpcError(
-    ErrorCode.InvalidRequest,
+function unsupportedType(path: string): FsError {
+  return new FsError(
+    "invalid",
     `fs/copy only supports regular files, directories, and symlinks: ${path}`,
   );
 }
@@ -126,16 +124,13 @@ export async function copyPath(
   }
   if (!info.isDirectory) throw unsupportedType(source);
   if (!recursive) {
-    throw new RpcError(
-      ErrorCode.InvalidRequest,
-      "fs/copy requires recursive: true when sourcePath is a directory",
-    );
+    throw new FsError("invalid", "fs/copy requires recursive: true when sourcePath is a directory");
   }
   const realSource = await withFsErrors(source, () => Deno.realPath(source));
   const realDestination = await withFsErrors(destination, () => resolveDestination(destination));
   if (realDestination === realSource || realDestination.startsWith(realSource + "/")) {
-    throw new RpcError(
-      ErrorCode.InvalidRequest,
+    throw new FsError(
+      "invalid",
       "fs/copy cannot copy a directory to itself or one of its descendants",
     );
   }

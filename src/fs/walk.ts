@@ -11,11 +11,9 @@
  * @module
  */
 
-import { RpcError } from "../jsonrpc/errors.ts";
-import { ErrorCode } from "../protocol/errors.ts";
 import type { FsWalkOptions } from "../protocol/types.ts";
 import { osErrorText } from "../util/os_error.ts";
-import { withFsErrors } from "./errors.ts";
+import { FsError, withFsErrors } from "./errors.ts";
 
 /** Hard limits of the options. */
 export const WALK_LIMITS = { depth: 64, directories: 10_000, entries: 50_000 } as const;
@@ -49,17 +47,14 @@ export interface WalkResult {
 /** Validates the limits with the reference's messages. */
 export function checkWalkOptions(options: FsWalkOptions): void {
   if (options.maxDepth === 0 || options.maxDirectories === 0 || options.maxEntries === 0) {
-    throw new RpcError(
-      ErrorCode.InvalidRequest,
-      "filesystem walk limits must be greater than zero",
-    );
+    throw new FsError("invalid", "filesystem walk limits must be greater than zero");
   }
   if (
     options.maxDepth > WALK_LIMITS.depth || options.maxDirectories > WALK_LIMITS.directories ||
     options.maxEntries > WALK_LIMITS.entries
   ) {
-    throw new RpcError(
-      ErrorCode.InvalidRequest,
+    throw new FsError(
+      "invalid",
       `filesystem walk limits exceed maximums: depth=${WALK_LIMITS.depth}, directories=${WALK_LIMITS.directories}, entries=${WALK_LIMITS.entries}`,
     );
   }

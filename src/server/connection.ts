@@ -6,6 +6,7 @@
  * @module
  */
 
+import { withProtocolErrors } from "./domain_errors.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { type RequestContext, RpcPeer } from "../jsonrpc/peer.ts";
 import { decodeParams } from "../protocol/decode.ts";
@@ -157,12 +158,14 @@ export class ServerConnection {
         `client must send initialized before using ${methodFamily(method)} methods`,
       );
     }
-    return spec.handle(decoded, {
-      server: this.#server,
-      connection: this,
-      session: this.#session!,
-      rpc,
-    });
+    return withProtocolErrors(() =>
+      spec.handle(decoded, {
+        server: this.#server,
+        connection: this,
+        session: this.#session!,
+        rpc,
+      })
+    );
   }
 
   #onNotification(method: string): void {
