@@ -15,9 +15,9 @@
  * @module
  */
 
-import { concatBytes } from "../util/bytes.ts";
 import { bodyStream, ByteSource, HttpBodyError, responseFraming } from "../http1/body.ts";
-import { encodeRequestHead, type HeadField, isInterim, responseStatus } from "../http1/head.ts";
+import { encodeRequestHead, type HeadField } from "../http1/head.ts";
+import { InvalidStatusLine, startExchange } from "../http1/client.ts";
 
 export { HttpBodyError };
 
@@ -76,7 +76,8 @@ function hasHeader(headers: ReadonlyArray<HeaderField>, name: string): boolean {
   return headers.some(([n]) => n.toLowerCase() === name);
 }
 
-function serialiseRequest(request: HttpClientRequest, url: URL): Uint8Array {
+/** The request head (secret byte values copied in: zero-fill it once written). */
+function requestHead(request: HttpClientRequest, url: URL): Uint8Array {
   const headers = [...request.headers];
   if (!hasHeader(headers, "host")) headers.unshift(["host", url.host]);
   if (!hasHeader(headers, "accept")) headers.push(["accept", "*/*"]);
@@ -86,11 +87,7 @@ function serialiseRequest(request: HttpClientRequest, url: URL): Uint8Array {
   ) {
     headers.push(["content-length", String(request.body.length)]);
   }
-  const head = encodeRequestHead(request.method, `${url.pathname}${url.search}`, headers);
-  if (!request.body?.length) return head;
-  const bytes = concatBytes([head, request.body]);
-  if (headers.some(([, v]) => typeof v !== "string")) head.fill(0);
-  return bytes;
+  return encodeRequestHead(request.method, `${url.pathname}${url.search}`, headers);
 }
 
 async function connect(url: URL, request: HttpClientRequest): Promise<Deno.Conn> {
@@ -134,34 +131,34 @@ async function exchange(
   request.signal?.addEventListener("abort", close, { once: true });
   const source = new ByteSource(conn.readable.getReader());
   try {
-    const writer = conn.writable.getWriter();
-    const bytes = serialiseRequest({ ...request, method, body, headers }, url);
+    const head = requestHead({ ...request, method, body, headers }, url);
+    const exchange = startExchange(
+      conn,
+      source,
+      head,
+      body ? { kind: "bytes", bytes: body } : { kind: "none" },
+    );
+    if (headers.some(([, v]) => typeof v !== "string")) exchange.sent.then(() => head.fill(0));
+    let final;
     try {
-      await writer.write(bytes);
-    } finally {
-      if (headers.some(([, v]) => typeof v !== "string")) bytes.fill(0);
+      final = await exchange.response;
+    } catch (error) {
+      if (error instanceof InvalidStatusLine) throw new HttpTransportError(error.message);
+      throw error;
     }
-    writer.releaseLock();
-    for (;;) {
-      const head = await source.head();
-      if (head === null) throw new HttpTransportError("connection closed before the response head");
-      const status = responseStatus(head);
-      if (status === null) throw new HttpTransportError("invalid response status line");
-      // Informational responses precede the real one.
-      if (isInterim(status)) continue;
-      const responseHeaders = head.rawHeaders.map(([n, v]) =>
-        [n.toLowerCase(), v] as [string, string]
-      );
-      return {
-        status,
-        headers: responseHeaders,
-        url,
-        body: bodyStream(source, responseFraming(method, status, responseHeaders), () => {
-          source.cancel();
-          close();
-        }),
-      };
-    }
+    if (final === null) throw new HttpTransportError("connection closed before the response head");
+    const responseHeaders = final.head.rawHeaders.map(([n, v]) =>
+      [n.toLowerCase(), v] as [string, string]
+    );
+    return {
+      status: final.status,
+      headers: responseHeaders,
+      url,
+      body: bodyStream(source, responseFraming(method, final.status, responseHeaders), () => {
+        source.cancel();
+        close();
+      }),
+    };
   } catch (error) {
     source.cancel();
     close();

@@ -8,16 +8,9 @@
  * @module
  */
 
-import {
-  bodyStream,
-  ByteSource,
-  connReader,
-  encodeChunk,
-  LAST_CHUNK,
-  responseFraming,
-} from "../http1/body.ts";
-import { writeAll } from "../util/conn_io.ts";
-import { encodeRequestHead, isInterim, responseStatus } from "../http1/head.ts";
+import { bodyStream, ByteSource, connReader, responseFraming } from "../http1/body.ts";
+import { encodeRequestHead } from "../http1/head.ts";
+import { InvalidStatusLine, startExchange } from "../http1/client.ts";
 import {
   dialDirect,
   dialProxy,
@@ -210,87 +203,68 @@ async function exchange(
   if (!poolable) fields.push(["connection", "close"]);
   const head = encodeRequestHead(request.method, requestTarget, fields);
 
-  const bodyDone = Promise.withResolvers<boolean>();
-  let started = false;
-  const sendBody = (async () => {
-    await writeAll(conn, head);
-    const reader = request.body.getReader();
-    try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        started = true;
-        if (value.length) await writeAll(conn, chunked ? encodeChunk(value) : value);
-      }
-      if (chunked) await writeAll(conn, LAST_CHUNK);
-      bodyDone.resolve(true);
-    } catch (error) {
-      bodyDone.resolve(false);
-      throw error;
-    } finally {
-      reader.releaseLock();
-    }
-  })();
-  sendBody.catch(() => {});
-
-  let gotBytes = false;
+  const exchange = startExchange(
+    conn,
+    source,
+    head,
+    { kind: "stream", stream: request.body, chunked },
+    (interim, status) =>
+      controls.informational(status, interim.startLine[2], stripHopByHop(interim.rawHeaders)),
+  );
+  const bodyDone = exchange.sent;
+  // A reused connection the origin had closed: nothing was sent back, and
+  // nothing of the body was consumed, so the request can go again.
+  const stale = () => {
+    const { bodyStarted, headSeen } = exchange.progress();
+    return isReuse && !bodyStarted && !headSeen;
+  };
   try {
-    for (;;) {
-      let parsed;
-      try {
-        parsed = await Promise.race([
-          source.head(),
-          // A failed upload ends the exchange unless a response is already on its way.
-          sendBody.then(() => new Promise<never>(() => {}), (error) => Promise.reject(error)),
-        ]);
-      } catch (error) {
-        if (isReuse && !gotBytes && !started) throw new StaleConnection((error as Error).message);
-        throw error;
+    let final;
+    try {
+      final = await exchange.response;
+    } catch (error) {
+      if (error instanceof InvalidStatusLine) {
+        throw new UpstreamError("invalid upstream status line");
       }
-      if (parsed === null) {
-        if (isReuse && !gotBytes && !started) {
-          throw new StaleConnection("reused connection was closed");
-        }
-        throw new UpstreamError("upstream closed before answering");
-      }
-      gotBytes = true;
-      const status = responseStatus(parsed);
-      if (status === null) throw new UpstreamError("invalid upstream status line");
-      const responseHeaders = stripHopByHop(parsed.rawHeaders);
-      if (isInterim(status)) {
-        await controls.informational(status, parsed.startLine[2], responseHeaders);
-        continue;
-      }
-      const framing = responseFraming(request.method, status, parsed.rawHeaders);
-      const keepAlive = poolable && parsed.startLine[0] === "HTTP/1.1" &&
-        framing.kind !== "close" &&
-        !/(^|,)\s*close\s*(,|$)/i.test(parsed.headers.get("connection") ?? "");
-      const finish = () => {
-        bodyDone.promise.then((ok) => {
-          if (ok && keepAlive && source.takePending() === null) {
-            ctx.pool!.give(poolKey(target), { conn, source });
-          } else close();
-        });
-      };
-      const base = {
-        status,
-        reason: parsed.startLine[2],
-        headers: responseHeaders,
-        requestDone: bodyDone.promise,
-      };
-      if (framing.kind === "none") {
-        finish();
-        const noBody = request.method === "HEAD" || status === 204 || status === 304;
-        return noBody ? { ...base, noBody: true } : { ...base, body: new Uint8Array(0) };
-      }
-      // Only a body read to its very end leaves the connection reusable.
-      const body = bodyStream(source, framing, (complete) => (complete ? finish() : close()));
-      return {
-        ...base,
-        body,
-        ...(framing.kind === "length" ? { contentLength: framing.remaining } : {}),
-      };
+      if (stale()) throw new StaleConnection((error as Error).message);
+      throw error;
     }
+    if (final === null) {
+      if (stale()) throw new StaleConnection("reused connection was closed");
+      throw new UpstreamError("upstream closed before answering");
+    }
+    const parsed = final.head;
+    const status = final.status;
+    const responseHeaders = stripHopByHop(parsed.rawHeaders);
+    const framing = responseFraming(request.method, status, parsed.rawHeaders);
+    const keepAlive = poolable && parsed.startLine[0] === "HTTP/1.1" &&
+      framing.kind !== "close" &&
+      !/(^|,)\s*close\s*(,|$)/i.test(parsed.headers.get("connection") ?? "");
+    const finish = () => {
+      bodyDone.then((ok) => {
+        if (ok && keepAlive && source.takePending() === null) {
+          ctx.pool!.give(poolKey(target), { conn, source });
+        } else close();
+      });
+    };
+    const base = {
+      status,
+      reason: parsed.startLine[2],
+      headers: responseHeaders,
+      requestDone: bodyDone,
+    };
+    if (framing.kind === "none") {
+      finish();
+      const noBody = request.method === "HEAD" || status === 204 || status === 304;
+      return noBody ? { ...base, noBody: true } : { ...base, body: new Uint8Array(0) };
+    }
+    // Only a body read to its very end leaves the connection reusable.
+    const body = bodyStream(source, framing, (complete) => (complete ? finish() : close()));
+    return {
+      ...base,
+      body,
+      ...(framing.kind === "length" ? { contentLength: framing.remaining } : {}),
+    };
   } catch (error) {
     close();
     if (error instanceof UpstreamError) throw error;
