@@ -70,6 +70,9 @@ class FsWorker {
       [...MINIMAL_PATHS, ...runtime],
     );
     const [bwrap, ...args] = sandboxCommand(confined, "/", argv);
+    // Which placeholders bubblewrap will create is decided before it runs:
+    // once it does, they exist and would look like real paths.
+    const mountPoints = createdMountPoints(confined);
     const env: Record<string, string> = { NO_COLOR: "1", ...runtimeEnv };
     for (const name of ["HOME", "PATH", "TMPDIR"]) {
       const value = Deno.env.get(name);
@@ -84,7 +87,7 @@ class FsWorker {
       stderr: "null",
       detached: true,
     }).spawn();
-    holdMountPoints(createdMountPoints(confined), this.#child.status);
+    holdMountPoints(mountPoints, this.#child.status);
     this.#child.status.then(() => this.onGone(), () => this.onGone());
     this.peer = new RpcPeer(
       ndjsonConnection(this.#child.stdout, this.#child.stdin, { label: "sandbox fs worker" }),
