@@ -287,7 +287,11 @@ export async function serveHttpExchanges(
         .catch(() => {});
       return "closed";
     }
-    const request: { -readonly [K in keyof ExchangeRequest]: ExchangeRequest[K] } = {
+    let body = bodyStream(source, framing, () => {});
+    if (options.continueOnRead && parsed.headers.get("expect")?.toLowerCase() === "100-continue") {
+      body = continueFirst(body, () => writeAll(writer, CONTINUE));
+    }
+    const request: ExchangeRequest = {
       method,
       target,
       version,
@@ -298,11 +302,8 @@ export async function serveHttpExchanges(
         : framing.kind === "chunked"
         ? "chunked"
         : "none",
-      body: bodyStream(source, framing, () => {}),
+      body,
     };
-    if (options.continueOnRead && request.headers.get("expect")?.toLowerCase() === "100-continue") {
-      request.body = continueFirst(request.body, () => writeAll(writer, CONTINUE));
-    }
     const keepAlive = !wantsClose(request);
     const response = await handler(request, controls);
     if (response === "takeover") return "takeover";
