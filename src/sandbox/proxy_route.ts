@@ -20,7 +20,7 @@
 
 import type { ConnectionLoop } from "../util/accept_loop.ts";
 import { forwardConnections } from "../util/conn_io.ts";
-import { selfCommand } from "./self_command.ts";
+import { runtimeEnv, selfCommand } from "./self_command.ts";
 
 /** The bridge's subcommand in a compiled binary. */
 export const PROXY_BRIDGE_COMMAND = "__proxy-bridge";
@@ -75,7 +75,7 @@ export class ProxyRoute {
     const helper = selfCommand(
       new URL("./proxy_bridge.ts", import.meta.url),
       [PROXY_BRIDGE_COMMAND],
-      [...routes, ...restoreArgs(env, helperEnvKeys()), "--", ...target],
+      [...routes, ...restoreArgs(env, Object.keys(runtimeEnv())), "--", ...target],
       ["--allow-net", "--allow-read", "--allow-write", "--allow-run", "--allow-env"],
     );
     return { argv: helper.argv, setenv: helper.env };
@@ -89,11 +89,6 @@ export class ProxyRoute {
     })();
     return this.#closing;
   }
-}
-
-/** Variables the bridge's runtime may be given. */
-function helperEnvKeys(): string[] {
-  return ["DENO_DIR", "DENO_NO_UPDATE_CHECK"];
 }
 
 /** `--set K=V` / `--unset K` so the child gets `env`'s own values of `keys`. */

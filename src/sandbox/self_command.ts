@@ -27,6 +27,11 @@ function denoDir(): string {
     `${Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? "/root"}/.cache`}/deno`;
 }
 
+/** What a helper's runtime needs in its environment (nothing for a compiled binary). */
+export function runtimeEnv(): Record<string, string> {
+  return Deno.build.standalone ? {} : { DENO_DIR: denoDir(), DENO_NO_UPDATE_CHECK: "1" };
+}
+
 /**
  * The command that runs `entry` (a module URL) with `args` under Deno
  * permission `flags`, or — in a compiled binary — `subcommand` and `args`.
@@ -61,6 +66,6 @@ export function selfCommand(
   return {
     argv: [exe, ...options, entry.href, ...args],
     runtime,
-    env: { DENO_DIR: denoDir(), DENO_NO_UPDATE_CHECK: "1" },
+    env: runtimeEnv(),
   };
 }
