@@ -23,6 +23,7 @@
  */
 
 import { loadToml } from "../util/toml.ts";
+import { dictionary } from "../util/record.ts";
 import { lexists } from "../fs/metadata.ts";
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import { pathToUri } from "../protocol/path_uri.ts";
@@ -118,7 +119,7 @@ function failure(message: string): RpcError {
  * as the reference keeps them (`[mcp_servers]` for `mcp_servers.x.y`).
  */
 export function selectPaths(table: TomlTable, paths: readonly string[][]): TomlTable {
-  const out: TomlTable = {};
+  const out = dictionary<TomlTable[string]>();
   for (const path of paths) {
     let node: TomlTable = table;
     let target = out;
@@ -131,7 +132,7 @@ export function selectPaths(table: TomlTable, paths: readonly string[][]): TomlT
       }
       if (!isTable(value)) break;
       const existing = target[key];
-      target = (target[key] = isTable(existing) ? existing : {}) as TomlTable;
+      target = (target[key] = isTable(existing) ? existing : dictionary()) as TomlTable;
       node = value;
     }
   }

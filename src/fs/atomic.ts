@@ -1,12 +1,39 @@
 /**
- * Writing without half-written destinations: data goes to a temporary
- * sibling (same directory, so the rename cannot cross filesystems) and is
- * renamed over the target only once complete. A failure removes the
- * temporary file and leaves the destination as it was. The target's
- * permission bits (and owner, when running as root) are preserved.
+ * Writing whole files without half-written destinations, while respecting
+ * what is on disk.
+ *
+ * New content goes to a temporary sibling (same directory, so the rename
+ * cannot cross filesystems) and replaces the destination by rename only
+ * once complete — when a rename keeps everything a reader can observe of
+ * the file. That holds for a missing destination, and for a regular file
+ * with one link and no extended attributes (its permission bits, and its
+ * owner when running as root, are copied to the new file). Anything else is
+ * written in place, as the reference writes every file:
+ *
+ * - a regular file with more than one hard link (a rename would split the
+ *   links: the others would keep the old content);
+ * - a regular file with extended attributes (ACLs, SELinux labels, file
+ *   capabilities: a rename would drop them), and every existing regular
+ *   file when extended attributes cannot be read (no `--allow-ffi`);
+ * - character and block devices (a rename would replace `/dev/null` with a
+ *   regular file); their write errors are reported (`/dev/full`: `No space
+ *   left on device (os error 28)`).
+ *
+ * A FIFO is refused: opening it for writing waits for a reader, for ever if
+ * none comes. (A socket fails to open: `No such device or address`.) An in-place write of a regular file overwrites from offset 0
+ * and then truncates to the new length, so readers may see a mix of old and
+ * new bytes while it runs, and a failure midway (no space) leaves the file
+ * partly written — the reference's behaviour for every file.
+ *
+ * The decision is taken on a `stat` of the destination and checked again
+ * (`lstat`, same device and inode, still one link) right before the rename;
+ * an in-place write checks that the file it opened is the one it examined.
  *
  * @module
  */
+
+import { loadLibc } from "../util/libc.ts";
+import { errnoError, FsError } from "./errors.ts";
 
 /** A fresh, unlikely-to-collide temporary sibling path of `path`. */
 export function tempSibling(path: string): string {
@@ -57,33 +84,171 @@ export async function writeTarget(path: string): Promise<string> {
   }
 }
 
+const ENOTSUP = 95;
+const encoder = new TextEncoder();
+
 /**
- * Runs `fill(tempPath)` to produce the new content, then renames it over
- * `target`. The temp file is removed on any failure.
+ * Whether `path` carries extended attributes (`listxattr`, which follows
+ * symlinks): null when that cannot be known (no FFI, or the call failed).
+ */
+export function hasExtendedAttributes(path: string): boolean | null {
+  const libc = loadLibc();
+  if (libc === null) return null;
+  const size = Number(libc.listxattr(encoder.encode(path + "\0"), null, 0n));
+  if (size >= 0) return size > 0;
+  const errno = new Deno.UnsafePointerView(libc.__errno_location()!).getInt32();
+  return errno === ENOTSUP ? false : null; // a filesystem without attributes has none
+}
+
+/** How new content reaches an existing (or missing) destination. */
+export type WritePlan =
+  | { readonly kind: "rename"; readonly existing: Deno.FileInfo | null }
+  | { readonly kind: "in-place"; readonly existing: Deno.FileInfo };
+
+function sameFile(a: Deno.FileInfo, b: Deno.FileInfo): boolean {
+  return a.dev === b.dev && a.ino === b.ino;
+}
+
+/** `fs/writeFile` does not write to FIFOs: opening one waits for a reader. */
+export function fifoRefused(path: string): FsError {
+  return new FsError(
+    "invalid",
+    `path \`${path}\` is a FIFO: writing it would wait for a reader; it is not written`,
+    { detail: path },
+  );
+}
+
+/** Decides how to write `target` (see the module documentation). */
+export async function planWrite(target: string): Promise<WritePlan> {
+  const existing = await statOrNull(target);
+  if (existing === null) return { kind: "rename", existing };
+  if (existing.isDirectory) throw errnoError(21, target);
+  if (existing.isFifo) throw fifoRefused(target);
+  if (!existing.isFile) return { kind: "in-place", existing };
+  if ((existing.nlink ?? 1) > 1) return { kind: "in-place", existing };
+  if (hasExtendedAttributes(target) !== false) return { kind: "in-place", existing };
+  return { kind: "rename", existing };
+}
+
+/**
+ * True when `target` is still what `plan` was made for: missing (if it was)
+ * or the same single-link file.
+ */
+async function unchanged(target: string, plan: WritePlan): Promise<boolean> {
+  let now: Deno.FileInfo | null;
+  try {
+    now = await Deno.lstat(target);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) now = null;
+    else throw error;
+  }
+  if (plan.existing === null || now === null) return plan.existing === now;
+  return now.isFile && sameFile(now, plan.existing) && (now.nlink ?? 1) <= 1;
+}
+
+/**
+ * Writes into the existing `target` in place: `write` fills it from offset
+ * 0; a regular file is then cut to the length written.
+ */
+async function writeInPlace(
+  target: string,
+  examined: Deno.FileInfo,
+  write: (file: Deno.FsFile) => Promise<number>,
+): Promise<void> {
+  using file = await Deno.open(target, { write: true });
+  const opened = await file.stat();
+  if (!sameFile(opened, examined)) {
+    throw new FsError("internal", `path \`${target}\` was replaced while being written`, {
+      detail: target,
+    });
+  }
+  const length = await write(file);
+  if (opened.isFile) await file.truncate(length);
+}
+
+/** Writes all of `data` to `file` at its current position. */
+export async function writeAll(file: Deno.FsFile, data: Uint8Array): Promise<number> {
+  let written = 0;
+  while (written < data.length) written += await file.write(data.subarray(written));
+  return written;
+}
+
+/** Copies the whole of the file at `source` into `file`; returns the bytes copied. */
+async function copyInto(file: Deno.FsFile, source: string): Promise<number> {
+  using from = await Deno.open(source, { read: true });
+  const buffer = new Uint8Array(256 * 1024);
+  let total = 0;
+  for (;;) {
+    const n = await from.read(buffer);
+    if (n === null || n === 0) return total;
+    total += await writeAll(file, buffer.subarray(0, n));
+  }
+}
+
+/**
+ * Makes the complete temporary file `temp` the content of `target`: by
+ * rename when the plan (taken again now) allows it, else by copying it into
+ * `target` in place. `temp` is gone afterwards, whatever happens.
+ */
+export async function commitReplacement(
+  temp: string,
+  target: string,
+  planned?: WritePlan,
+): Promise<void> {
+  try {
+    let plan = planned ?? await planWrite(target);
+    if (plan.kind === "rename") {
+      if (plan.existing) await copyAttributes(plan.existing, temp);
+      if (await unchanged(target, plan)) {
+        await Deno.rename(temp, target);
+        return;
+      }
+      plan = await planWrite(target); // it changed meanwhile: decide again
+      if (plan.kind === "rename") {
+        throw new FsError("internal", `path \`${target}\` changed while being written`, {
+          detail: target,
+        });
+      }
+    }
+    await writeInPlace(target, plan.existing, (file) => copyInto(file, temp));
+  } finally {
+    await Deno.remove(temp).catch(() => {});
+  }
+}
+
+/**
+ * Runs `fill(tempPath)` to produce the new content in a temporary sibling,
+ * then commits it to `target` ({@linkcode commitReplacement}). Nothing of a
+ * failed `fill` reaches `target`.
  */
 export async function replaceAtomically(
   target: string,
   fill: (tempPath: string) => Promise<void>,
+  planned?: WritePlan,
 ): Promise<void> {
-  const existing = await statOrNull(target);
-  if (existing?.isDirectory) {
-    throw new Deno.errors.IsADirectory(`Is a directory (os error 21)`);
-  }
+  const plan = planned ?? await planWrite(target);
   const temp = tempSibling(target);
   try {
     await fill(temp);
-    if (existing) await copyAttributes(existing, temp);
-    await Deno.rename(temp, target);
   } catch (error) {
     await Deno.remove(temp).catch(() => {});
     throw error;
   }
+  await commitReplacement(temp, target, plan);
 }
 
-/** Writes `data` to `path` atomically (see the module documentation). */
+/** Writes `data` to `path` (see the module documentation for how). */
 export async function writeFileAtomic(path: string, data: Uint8Array): Promise<void> {
+  const target = await writeTarget(path);
+  const plan = await planWrite(target);
+  if (plan.kind === "in-place") {
+    // No temporary copy of data already in memory.
+    await writeInPlace(target, plan.existing, (file) => writeAll(file, data));
+    return;
+  }
   await replaceAtomically(
-    await writeTarget(path),
+    target,
     (temp) => Deno.writeFile(temp, data, { createNew: true }),
+    plan,
   );
 }

@@ -191,6 +191,7 @@ export function describeJsonType(v: unknown): string {
 /** Normalises a parsed id; returns an error string when it is not valid. */
 function normaliseId(raw: unknown, source: string | undefined): RequestId | string[] {
   if (typeof raw === "string") return raw;
+  if (typeof raw === "bigint") return raw < I64_MIN || raw > I64_MAX ? [ID_MISMATCH] : raw;
   if (typeof raw === "number" && source === undefined) {
     return Number.isSafeInteger(raw) ? raw : [ID_MISMATCH];
   }
@@ -277,12 +278,29 @@ function encodeId(id: RequestId | null): string {
   return JSON.stringify(id);
 }
 
+/** Writes `bigint`s as exact JSON integers. */
+function exactIntegers(_key: string, value: unknown): unknown {
+  // deno-lint-ignore no-explicit-any
+  return typeof value === "bigint" ? (JSON as any).rawJSON(value.toString()) : value;
+}
+
+/** `JSON.stringify`, with `bigint`s (integers beyond 2^53) written exactly. */
+export function stringifyJson(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch (error) {
+    // Only a bigint makes a plain value fail (cycles cannot come from JSON).
+    if (!(error instanceof TypeError)) throw error;
+    return JSON.stringify(value, exactIntegers);
+  }
+}
+
 function pushValue(out: JsonPart[], value: unknown): void {
   if (value instanceof RawJson) {
     out.push(...value.parts);
     return;
   }
-  const json = JSON.stringify(value);
+  const json = stringifyJson(value);
   out.push(json === undefined ? "null" : json);
 }
 

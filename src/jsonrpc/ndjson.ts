@@ -124,7 +124,7 @@ export function ndjsonConnection(
   const maxLine = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const limits = options.jsonLimits ?? DEFAULT_JSON_LIMITS;
   const latch = closeLatch();
-  const decode = strictUtf8Decoder({ ignoreBOM: true });
+  const decode = strictUtf8Decoder();
   const splitter = new LineSplitter(maxLine);
   const reader = input.getReader();
   const writer = output.getWriter();

@@ -3,10 +3,11 @@
  *
  * `JSON.parse` is fast but lenient in ways a protocol server must not be: it
  * silently keeps the last of duplicate keys, has no value budget and no depth
- * limit, and cannot represent 64-bit integer ids exactly. This module runs a
+ * limit, and rounds integers beyond 2^53. This module runs a
  * structural scan first (linear time; long strings are skipped with native
  * `indexOf`), enforcing those rules with messages in the wording the
- * reference server uses, then lets `JSON.parse` build the value.
+ * reference server uses, then lets `JSON.parse` build the value (keeping
+ * integers beyond 2^53 exact as `bigint`).
  *
  * @module
  */
@@ -52,6 +53,8 @@ class Scanner {
   pos = 0;
   values = 0;
   idSource: string | undefined = undefined;
+  /** An integer literal that may lie beyond `Number.MAX_SAFE_INTEGER` was seen. */
+  wideIntegers = false;
 
   constructor(readonly text: string, readonly limits: StrictJsonLimits) {}
 
@@ -155,7 +158,10 @@ class Scanner {
     if (text.charCodeAt(pos) === 0x30) {
       pos++;
     } else if (digit(pos)) {
+      const first = pos;
       while (pos < text.length && digit(pos)) pos++;
+      // 2^53 has 16 digits: shorter integers are always exact as numbers.
+      if (pos - first >= 16) this.wideIntegers = true;
     } else {
       this.fail("invalid number", pos + 1);
     }
@@ -285,9 +291,25 @@ function lineColumn(text: string, pos: number): [number, number] {
 }
 
 /**
+ * A `JSON.parse` reviver keeping integer literals beyond the safe range
+ * exact, as `bigint` (from the literal's source text).
+ */
+function exactIntegers(
+  this: unknown,
+  _key: string,
+  value: unknown,
+  context?: { source?: string },
+): unknown {
+  if (typeof value !== "number" || Number.isSafeInteger(value)) return value;
+  const source = context?.source;
+  return source !== undefined && /^-?\d+$/.test(source) ? BigInt(source) : value;
+}
+
+/**
  * Parses `text` as one JSON value, rejecting duplicate object keys, more than
  * `limits.maxValues` values, nesting deeper than `limits.maxDepth`, and
- * trailing characters. Never throws.
+ * trailing characters. Integer literals beyond `Number.MAX_SAFE_INTEGER`
+ * are returned as `bigint` (exact); other numbers as `number`. Never throws.
  */
 export function parseStrictJson(
   text: string,
@@ -315,7 +337,8 @@ export function parseStrictJson(
     throw error;
   }
   try {
-    return { ok: true, value: JSON.parse(text), idSource: scanner.idSource };
+    const value = scanner.wideIntegers ? JSON.parse(text, exactIntegers) : JSON.parse(text);
+    return { ok: true, value, idSource: scanner.idSource };
   } catch (error) {
     // Structure was valid; the content of a string was not (bad escape or an
     // unescaped control character).

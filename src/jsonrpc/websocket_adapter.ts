@@ -41,7 +41,7 @@ export function webSocketConnection(
   const prefix = options.parseErrorPrefix ?? `failed to parse JSON-RPC message from ${label}`;
   const limits = options.jsonLimits ?? DEFAULT_JSON_LIMITS;
   const latch = closeLatch();
-  const decode = strictUtf8Decoder({ ignoreBOM: true });
+  const decode = strictUtf8Decoder();
   const messages = channel.messages.getReader();
 
   channel.closed.then((info) => {

@@ -13,6 +13,7 @@
 
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import { describeJsonType } from "../jsonrpc/message.ts";
+import { dictionary } from "../util/record.ts";
 
 /** A decoding failure; becomes a `-32602` error. */
 export class DecodeError extends RpcError {
@@ -81,6 +82,16 @@ function unsigned(max: number, name: string): Decoder<number> {
   };
 }
 
+/** A u64 kept exact: a `number` up to 2^53 - 1, a `bigint` beyond. */
+export type ExactU64 = number | bigint;
+
+/** A u64 member that must stay exact (file offsets): see {@linkcode ExactU64}. */
+export const exactU64: Decoder<ExactU64> = (v, path) => {
+  if (typeof v !== "bigint") return unsigned(Number.MAX_SAFE_INTEGER, "u64")(v, path);
+  if (v < 0n || v > 0xffff_ffff_ffff_ffffn) throw new DecodeError("invalid number", path);
+  return v;
+};
+
 /** A non-negative integer (values beyond 2^53 are clamped). */
 export const u64: Decoder<number> = unsigned(Number.MAX_SAFE_INTEGER, "u64");
 /** A non-negative integer the reference reads as `usize` (its errors say so). */
@@ -101,8 +112,20 @@ export function optional<T>(inner: Decoder<T>): Decoder<T | undefined> {
   return Object.assign(d, { optional: true });
 }
 
-/** Like {@linkcode optional} but with a default value. */
+/**
+ * serde's `#[serde(default)]`: an absent member takes `fallback`; `null` is
+ * a value like any other, so it fails unless `inner` accepts it
+ * (`invalid type: null, expected a boolean`).
+ */
 export function withDefault<T>(inner: Decoder<T>, fallback: T): Decoder<T> {
+  const d = ((v: unknown, path: string) => v === undefined ? fallback : inner(v, path)) as Decoder<
+    T
+  >;
+  return Object.assign(d, { optional: true });
+}
+
+/** An `Option<T>` member read with a default: absent or `null` take `fallback`. */
+export function optionalOr<T>(inner: Decoder<T>, fallback: T): Decoder<T> {
   const d =
     ((v: unknown, path: string) =>
       v === undefined || v === null ? fallback : inner(v, path)) as Decoder<T>;
@@ -153,7 +176,7 @@ export function array<T>(item: Decoder<T>): Decoder<T[]> {
 export function record<T>(value: Decoder<T>): Decoder<Record<string, T>> {
   return (v, path) => {
     if (v === null || typeof v !== "object" || Array.isArray(v)) typeError(v, "a map", path);
-    const out: Record<string, T> = {};
+    const out = dictionary<T>();
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
       out[k] = value(x, join(path, k));
     }
@@ -203,13 +226,12 @@ export function struct<T>(name: string, fields: FieldDecoders<T>): Decoder<T> {
   };
 }
 
-/** Params of methods that take none: absent, `null` or `{}`. */
+/** Params of methods that take none: absent, `null` or `{}` (not `[]`). */
 export const unit: Decoder<Record<never, never>> = (v, path) => {
   if (v === undefined || v === null) return {};
   if (typeof v === "object" && !Array.isArray(v) && Object.keys(v as object).length === 0) {
     return {};
   }
-  if (Array.isArray(v) && v.length === 0) return {};
   return typeError(v, "unit", path);
 };
 

@@ -12,10 +12,13 @@ import {
   bytes,
   DecodeError,
   type Decoder,
+  type ExactU64,
+  exactU64,
   join,
   nonEmptyString,
   nullable,
   optional,
+  optionalOr,
   record,
   string,
   struct,
@@ -43,7 +46,6 @@ import type {
   FsCreateDirectoryParams,
   FsGetMetadataParams,
   FsOpenParams,
-  FsReadBlockParams,
   FsReadDirectoryParams,
   FsReadFileParams,
   FsRemoveParams,
@@ -117,10 +119,17 @@ export type DecodedFsWriteFile = {
   sandbox?: FileSystemSandboxContext;
 };
 
-/** Decoded `fs/writeBlock` params. */
+/** Decoded `fs/readBlock` params (the offset exact over the whole u64 range). */
+export interface DecodedFsReadBlock {
+  handleId: string;
+  offset: ExactU64;
+  len: number;
+}
+
+/** Decoded `fs/writeBlock` params (the offset exact over the whole u64 range). */
 export interface DecodedFsWriteBlock {
   handleId: string;
-  offset: number;
+  offset: ExactU64;
   chunk: Uint8Array;
 }
 
@@ -325,7 +334,7 @@ function unitEnum<const V extends string>(
   const name = variant(variants);
   return (v, path) => {
     if (typeof v === "string") return name(v, path);
-    if (buffered && typeof v === "number") {
+    if (buffered && (typeof v === "number" || typeof v === "bigint")) {
       const kind = Number.isInteger(v) ? "integer" : "floating point";
       throw new DecodeError(`invalid type: ${kind} \`${v}\`, expected string or map`, path);
     }
@@ -487,7 +496,7 @@ export const processResizeParams = struct<ProcessResizeParams>("ResizeParams", {
   cols: u16,
 });
 
-const followSymlinks = withDefault(boolean, true);
+const followSymlinks = optionalOr(boolean, true);
 
 /** `fs/readFile`. */
 export const fsReadFileParams = struct<Sandboxed<FsReadFileParams>>(
@@ -508,7 +517,7 @@ export const fsCreateDirectoryParams = struct<Sandboxed<FsCreateDirectoryParams>
   "CreateDirectoryParams",
   {
     path: pathUri,
-    recursive: withDefault(boolean, true),
+    recursive: optionalOr(boolean, true),
     followSymlinks,
     sandbox,
   },
@@ -538,8 +547,8 @@ export const fsRemoveParams = struct<Sandboxed<FsRemoveParams>>(
   "RemoveParams",
   {
     path: pathUri,
-    recursive: withDefault(boolean, true),
-    force: withDefault(boolean, true),
+    recursive: optionalOr(boolean, true),
+    force: optionalOr(boolean, true),
     followSymlinks,
     sandbox,
   },
@@ -559,22 +568,22 @@ export const fsOpenParams = struct<Sandboxed<FsOpenParams>>(
   {
     handleId: string,
     path: pathUri,
-    mode: withDefault(variant(["read", "replace"]), "read"),
+    mode: withDefault(unitEnum(["read", "replace"]), "read"),
     sandbox,
   },
 );
 
 /** `fs/readBlock`. */
-export const fsReadBlockParams = struct<FsReadBlockParams>("ReadBlockParams", {
+export const fsReadBlockParams = struct<DecodedFsReadBlock>("ReadBlockParams", {
   handleId: string,
-  offset: u64,
+  offset: exactU64,
   len: usize,
 });
 
 /** `fs/writeBlock`. */
 export const fsWriteBlockParams = struct<DecodedFsWriteBlock>("WriteBlockParams", {
   handleId: string,
-  offset: u64,
+  offset: exactU64,
   chunk: bytes,
 });
 
@@ -657,7 +666,7 @@ export const httpRequestParams = struct<DecodedHttpRequest>("HttpRequestParams",
   headers: withDefault(array(httpHeader), []),
   bodyBase64: optional(bytes),
   timeoutMs: optional(u64),
-  redirectPolicy: withDefault(variant(["follow", "stop"]), "follow"),
+  redirectPolicy: withDefault(unitEnum(["follow", "stop"]), "follow"),
   requestId: string,
   streamResponse: withDefault(boolean, false),
 });

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { isRecord } from "../util/record.ts";
+import { dictionary, isRecord } from "../util/record.ts";
 import { isIPv4, isIPv6 } from "node:net";
 import { formatHostPort, isLoopbackHost } from "../util/host.ts";
 import { normalizePattern } from "./domain_pattern.ts";
@@ -145,7 +145,7 @@ function stringMap<T extends string>(
 ): Record<string, T> | null {
   if (value === null || value === undefined) return null;
   if (!isRecord(value)) throw new NetworkConfigError(`network.${key} must be a table`);
-  const out: Record<string, T> = {};
+  const out = dictionary<T>();
   for (const [k, v] of Object.entries(value)) {
     if (!allowed.includes(v as T)) {
       throw new NetworkConfigError(
@@ -219,7 +219,7 @@ export function effectiveDomains(
   domains: NetworkProxyConfig["domains"],
 ): Record<string, "allow" | "deny" | "none"> {
   const rank = { none: 0, allow: 1, deny: 2 } as const;
-  const out: Record<string, "allow" | "deny" | "none"> = {};
+  const out = dictionary<"allow" | "deny" | "none">();
   for (const [pattern, value] of Object.entries(domains ?? {})) {
     const key = normalizePattern(pattern);
     if (key === "") continue;

@@ -19,7 +19,7 @@ import type { ServerState } from "./server_state.ts";
 import { ResourceScope } from "./resource_scope.ts";
 import { settleWithin } from "../util/async.ts";
 import type { Session, SessionAttachment } from "./session.ts";
-import type { DisconnectPolicy, MethodTable } from "./handler.ts";
+import type { DisconnectPolicy, MethodRegistry } from "./handler.ts";
 
 export type { DisconnectPolicy };
 
@@ -28,7 +28,7 @@ export interface ServerConnectionOptions {
   /** `terminate` (stdio) or `detach` (WebSocket, resumable). */
   readonly onDisconnect: DisconnectPolicy;
   /** The methods it serves. */
-  readonly methods: MethodTable;
+  readonly methods: MethodRegistry;
 }
 
 const DRAIN_TIMEOUT_MS = 2000;
@@ -144,7 +144,7 @@ export class ServerConnection {
   #onRequest(method: string, params: unknown, rpc: RequestContext): unknown {
     this.#server.trimmer.note();
     if (method === Method.Initialize) return this.#initialize(params);
-    const spec = this.#options.methods[method];
+    const spec = this.#options.methods.get(method);
     if (!spec) throw methodNotFound(method);
     // Like the reference: params are validated before the handshake gate.
     const decoded = decodeParams(spec.decode, params);

@@ -17,7 +17,7 @@ import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
 import { environmentInfo } from "./environment_info.ts";
-import type { MethodTable } from "./handler.ts";
+import type { MethodRegistry } from "./handler.ts";
 import { environmentMethods } from "./handlers/environment.ts";
 import { processMethods } from "./handlers/process.ts";
 import { fsMethods } from "./handlers/fs.ts";
@@ -71,20 +71,20 @@ export interface ExecServerOptions {
 }
 
 /** The registered methods. */
-function methodTable(): MethodTable {
-  return {
+function methodTable(): MethodRegistry {
+  return new Map(Object.entries({
     ...environmentMethods,
     ...processMethods(),
     ...fsMethods,
     ...httpMethods,
     ...discoveryMethods,
-  };
+  }));
 }
 
 /** See the module documentation. */
 export class ExecServer {
   #state: ServerState;
-  #methods: MethodTable;
+  #methods: MethodRegistry;
   #connections = new Set<ServerConnection>();
   #closed = false;
 
@@ -112,7 +112,7 @@ export class ExecServer {
       ),
       environmentInfo: environmentInfo(
         serverCapabilities({
-          methods: new Set(Object.keys(methods)),
+          methods: new Set(methods.keys()),
           tty: ptyAvailability().available,
           managedNetworkProxy: options.managedNetwork !== undefined,
           sandbox: sandbox.available,

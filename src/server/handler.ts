@@ -51,5 +51,12 @@ export function defineMethod<P>(
   return { decode, handle: handle as (params: unknown, ctx: HandlerContext) => unknown };
 }
 
-/** A table of methods by name. */
+/** A group of methods by name, as a handler module declares them. */
 export type MethodTable = Readonly<Record<string, MethodSpec>>;
+
+/**
+ * The methods a connection dispatches to, by name. A `Map`, so a method
+ * named after an `Object.prototype` member (`constructor`, `toString`,
+ * `__proto__`) is unknown like any other name.
+ */
+export type MethodRegistry = ReadonlyMap<string, MethodSpec>;

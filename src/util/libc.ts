@@ -1,6 +1,7 @@
 /**
  * The few libc functions Deno does not expose (pseudo-terminals, advisory
- * file locks that can be tried without blocking), through `Deno.dlopen`.
+ * file locks that can be tried without blocking, listing extended
+ * attributes), through `Deno.dlopen`.
  * Loaded lazily and only on Linux; when FFI is unavailable (other OS, no
  * `--allow-ffi`), {@linkcode loadLibc} returns null and terminals are
  * reported as unsupported.
@@ -18,6 +19,7 @@ const SYMBOLS = {
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   close: { parameters: ["i32"], result: "i32" },
   flock: { parameters: ["i32", "i32"], result: "i32" },
+  listxattr: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   __errno_location: { parameters: [], result: "pointer" },
   strerror: { parameters: ["i32"], result: "pointer" },

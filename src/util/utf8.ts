@@ -15,11 +15,14 @@
 /** Decodes complete UTF-8 texts; throws `TypeError` on invalid input. */
 export type StrictUtf8Decode = (bytes: Uint8Array) => string;
 
-/** A strict decoder; `ignoreBOM` as in `TextDecoder`. */
-export function strictUtf8Decoder(options: { ignoreBOM?: boolean } = {}): StrictUtf8Decode {
-  const ignoreBOM = options.ignoreBOM ?? false;
-  const lenient = new TextDecoder("utf-8", { ignoreBOM });
-  const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM });
+/**
+ * A strict decoder. A leading byte-order mark is kept as U+FEFF, never
+ * dropped: a JSON text that starts with one is not JSON, on every transport
+ * (as for the reference, whose JSON parser sees the bytes as they came).
+ */
+export function strictUtf8Decoder(): StrictUtf8Decode {
+  const lenient = new TextDecoder("utf-8", { ignoreBOM: true });
+  const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
   return (bytes) => {
     const text = lenient.decode(bytes);
     return text.includes("\uFFFD") ? strict.decode(bytes) : text;
