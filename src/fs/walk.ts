@@ -60,6 +60,40 @@ export function checkWalkOptions(options: FsWalkOptions): void {
   }
 }
 
+const FILE = 0x66; // "f"
+const DIRECTORY = 0x64; // "d"
+const SYMLINK = 0x6c; // "l"
+
+/**
+ * The entries of `dir` that may be listed, sorted by name, each as
+ * `name + "\0" + type` (NUL cannot occur in a name and sorts first, so these
+ * sort as the names do). Only the first `keep` are needed when no symlink
+ * is among them (a symlink may still be dropped once followed): the list is
+ * cut to them, plus one to show that the limit was reached, as it grows,
+ * so a huge directory costs memory for `keep` names, not for all of its
+ * entries.
+ */
+async function readSorted(dir: string, keep: number, followSymlinks: boolean): Promise<string[]> {
+  let items: string[] = [];
+  let symlinks = false;
+  const compact = () => {
+    items.sort();
+    if (!symlinks && items.length > keep + 1) items.length = keep + 1;
+  };
+  for await (const entry of Deno.readDir(dir)) {
+    let type: number;
+    if (entry.isDirectory) type = DIRECTORY;
+    else if (entry.isFile) type = FILE;
+    else if (entry.isSymlink && followSymlinks) type = SYMLINK;
+    else continue; // sockets, FIFOs, devices; symlinks when not followed
+    if (type === SYMLINK) symlinks = true;
+    items.push(`${entry.name}\0${String.fromCharCode(type)}`);
+    if (!symlinks && items.length >= 2 * keep + 1024) compact();
+  }
+  compact();
+  return items;
+}
+
 function key(info: Deno.FileInfo): string {
   return `${info.dev}:${info.ino}`;
 }
@@ -87,22 +121,24 @@ export async function walk(root: string, options: FsWalkOptions): Promise<WalkRe
         return { entries, errors, truncated: true };
       }
       descended++;
-      let names: Array<{ name: string; entry: Deno.DirEntry }> = [];
+      const remaining = options.maxEntries - entries.length;
+      let listing: string[];
       try {
-        for await (const entry of Deno.readDir(dir.path)) names.push({ name: entry.name, entry });
+        listing = await readSorted(dir.path, remaining, options.followDirectorySymlinks);
       } catch (error) {
         errors.push({ path: dir.path, message: osErrorText(error) });
         continue;
       }
-      names = names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
       const base = dir.path === "/" ? "" : dir.path;
-      for (const { name, entry } of names) {
+      for (const item of listing) {
+        const cut = item.length - 2;
+        const name = item.slice(0, cut);
+        const type = item.charCodeAt(cut + 1);
         const path = `${base}/${name}`;
-        let isDirectory = entry.isDirectory;
-        let isFile = entry.isFile;
+        let isDirectory = type === DIRECTORY;
+        let isFile = type === FILE;
         let info: Deno.FileInfo | null = null;
-        if (entry.isSymlink) {
-          if (!options.followDirectorySymlinks) continue;
+        if (type === SYMLINK) {
           try {
             info = await Deno.stat(path);
           } catch {

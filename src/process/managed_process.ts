@@ -24,6 +24,7 @@ import {
 import { signalGroup, type SignalName, SIGNALS } from "./signals.ts";
 import type { SpawnedChild } from "./spawn.ts";
 import { osErrorText } from "../util/os_error.ts";
+import { StdinFullError, StdinQueue, type StdinQueueOptions } from "./stdin_queue.ts";
 
 /** Receives a process's events, in `seq` order. */
 export interface ProcessSink {
@@ -59,6 +60,8 @@ export interface ManagedProcessOptions {
   readonly limits?: OutputLogLimits;
   /** Remembered `writeId`s. Default 4096. */
   readonly maxWriteIds?: number;
+  /** Bounds on stdin bytes the child has not read yet (see `StdinQueue`). */
+  readonly stdinQueue?: StdinQueueOptions;
   /** Where to log. */
   readonly logger?: Logger;
   /** Sends a signal to the right target (terminals: the foreground group). */
@@ -116,10 +119,9 @@ export class ManagedProcess {
   #closed = false;
   #disposed = false;
   #readers: Array<ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader> = [];
-  #stdin: WritableStreamDefaultWriter<Uint8Array> | null;
+  #stdin: StdinQueue | null;
   #stdinState: "open" | "closed" | "failed" | "none";
   #stdinFailure = "";
-  #writeChain: Promise<void> = Promise.resolve();
   #writeIds = new Set<string>();
   #maxWriteIds: number;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
@@ -141,9 +143,10 @@ export class ManagedProcess {
     this.#signal = options.signal ?? ((sig) => signalGroup(this.pid, sig));
     this.#terminal = options.terminal ?? null;
     this.#confined = options.confined ?? null;
-    this.#stdin = options.child.stdin ? options.child.stdin.getWriter() : null;
+    const stdin = options.child.stdin?.getWriter();
+    stdin?.closed.catch(() => {});
+    this.#stdin = stdin ? new StdinQueue(stdin, options.stdinQueue) : null;
     this.#stdinState = this.#stdin ? "open" : "none";
-    this.#stdin?.closed.catch(() => {});
     const pumps = [this.#pump(options.child.stdout, options.stdoutName ?? "stdout")];
     if (!this.tty) pumps.push(this.#pump(options.child.stderr, "stderr"));
     const denial = options.denial;
@@ -187,7 +190,7 @@ export class ManagedProcess {
       }
       if (this.#stdinState === "open") {
         this.#stdinState = "closed";
-        this.#stdin?.abort().catch(() => {});
+        this.#stdin?.abort();
       }
       this.#emit({ kind: "closed" });
     });
@@ -322,8 +325,12 @@ export class ManagedProcess {
   }
 
   /**
-   * Writes `bytes` to stdin, in call order. A `writeId` seen before is
-   * acknowledged without writing again.
+   * Writes `bytes` to stdin, in call order; settles when the pipe has taken
+   * them. A `writeId` seen before is acknowledged without writing again.
+   * Bytes the child has not read yet are bounded (`StdinQueue`): past the
+   * bound a write waits for room, then fails with a clear
+   * {@linkcode StdinWriteError} (and its `writeId` is forgotten, so a retry
+   * writes).
    */
   async write(bytes: Uint8Array, writeId: string): Promise<StdinStatus> {
     if (this.#stdinState === "none") return "stdinClosed";
@@ -333,12 +340,14 @@ export class ManagedProcess {
     }
     if (this.#stdinState === "closed" || this.exited) return "stdinClosed";
     this.#rememberWriteId(writeId);
-    const writer = this.#stdin!;
-    const op = this.#writeChain.then(() => bytes.byteLength > 0 ? writer.write(bytes) : undefined);
-    this.#writeChain = op.catch(() => {});
     try {
-      await op;
+      await this.#stdin!.write(bytes);
     } catch (error) {
+      if (error instanceof StdinFullError) {
+        // Not accepted: a retry with the same writeId must write.
+        this.#writeIds.delete(writeId);
+        throw new StdinWriteError(error.message, { cause: error });
+      }
       if ((this.#stdinState as string) !== "closed") {
         this.#stdinState = "failed";
         this.#stdinFailure = osErrorText(error);
@@ -362,10 +371,7 @@ export class ManagedProcess {
   async closeStdin(): Promise<StdinStatus> {
     if (this.#stdinState !== "open") return "stdinClosed";
     this.#stdinState = "closed";
-    const writer = this.#stdin!;
-    const op = this.#writeChain.then(() => writer.close());
-    this.#writeChain = op.catch(() => {});
-    await op.catch(() => {});
+    await this.#stdin!.close().catch(() => {});
     return "accepted";
   }
 
@@ -441,7 +447,7 @@ export class ManagedProcess {
       for (const reader of this.#readers) reader.cancel().catch(() => {});
       if (this.#stdinState === "open") {
         this.#stdinState = "closed";
-        this.#stdin?.abort().catch(() => {});
+        this.#stdin?.abort();
       }
     }
     await this.#child.status.catch(() => {});
