@@ -195,7 +195,8 @@ export class FileHandleTable {
     const handle = await this.#find(id);
     if (handle === undefined) throw unknownHandle(id);
     if (handle.mode !== "read") throw errnoError(9, handle.path);
-    if (typeof offset === "bigint" && offset > MAX_OFFSET) throw errnoError(22, handle.path);
+    // As `pread`: a range ending past `off_t`'s maximum is invalid.
+    if (BigInt(offset) + BigInt(len) > MAX_OFFSET) throw errnoError(22, handle.path);
     return this.#enqueue(handle, async () => {
       try {
         if (!await seek(handle.file, offset)) return { bytes: new Uint8Array(0), eof: true };
