@@ -74,7 +74,7 @@ const SYMLINK = 0x6c; // "l"
  * entries.
  */
 async function readSorted(dir: string, keep: number, followSymlinks: boolean): Promise<string[]> {
-  let items: string[] = [];
+  const items: string[] = [];
   let symlinks = false;
   const compact = () => {
     items.sort();

@@ -101,6 +101,17 @@ export interface Capabilities {
   /** Extension: buffered `http/request` bodies are capped with a clear error. */
   httpBodyLimit: boolean;
   /**
+   * Extension: writes respect what is on disk (devices and hard-linked or
+   * attributed files are written in place, FIFOs refused), and a replace
+   * handle whose write failed is never committed.
+   */
+  safeFileWrites: boolean;
+  /**
+   * Extension: stdin bytes a child has not read are bounded per process; a
+   * write past the bound waits, then fails with a clear error.
+   */
+  boundedStdin: boolean;
+  /**
    * Extension: this server runs an egress proxy and applies it to processes
    * started with `enforceManagedNetwork: true`.
    */

@@ -55,6 +55,8 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     outputFlowControl: has(Method.ProcessPauseOutput) && has(Method.ProcessResumeOutput),
     losslessOutput: processes,
     httpBodyLimit: has(Method.HttpRequest),
+    safeFileWrites: has(Method.FsWriteFile),
+    boundedStdin: has(Method.ProcessWrite),
     managedNetworkProxy: processes && (inputs.managedNetworkProxy ?? false),
   };
 }
