@@ -1,6 +1,7 @@
 // `exec-server mcp`: every tool through the MCP SDK's client, backed by an
 // exec-server (in process, over WebSocket, and as the real command).
 
+import "./helpers/libc_preload.ts";
 import { Client } from "@modelcontextprotocol/sdk/client";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";

@@ -18,7 +18,6 @@ import { walk } from "../src/fs/walk.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { nullLogger } from "../src/log/logger.ts";
-import { loadLibc } from "../src/util/libc.ts";
 
 const u = (path: string) => `file://${path}`;
 const b64 = (s: string) => btoa(s);
@@ -159,10 +158,6 @@ Deno.test("fs/writeFile refuses a FIFO at once (the reference waits for a reader
     "fifo",
   ]);
 });
-
-// The server's libc (extended attributes) stays loaded for the process: load
-// it before the tests, whose sanitizers would count it as a leak.
-loadLibc();
 
 // Extended attributes through libc (Deno has no API for them).
 const xattr = (() => {

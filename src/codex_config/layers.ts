@@ -23,7 +23,7 @@
  */
 
 import { loadToml } from "../util/toml.ts";
-import { dictionary } from "../util/record.ts";
+import { setOwn } from "../util/record.ts";
 import { lexists } from "../fs/metadata.ts";
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import { pathToUri } from "../protocol/path_uri.ts";
@@ -119,7 +119,7 @@ function failure(message: string): RpcError {
  * as the reference keeps them (`[mcp_servers]` for `mcp_servers.x.y`).
  */
 export function selectPaths(table: TomlTable, paths: readonly string[][]): TomlTable {
-  const out = dictionary<TomlTable[string]>();
+  const out: TomlTable = {};
   for (const path of paths) {
     let node: TomlTable = table;
     let target = out;
@@ -127,12 +127,14 @@ export function selectPaths(table: TomlTable, paths: readonly string[][]): TomlT
       if (!Object.hasOwn(node, key)) break;
       const value = node[key]!;
       if (i === path.length - 1) {
-        target[key] = value;
+        setOwn(target, key, value);
         break;
       }
       if (!isTable(value)) break;
-      const existing = target[key];
-      target = (target[key] = isTable(existing) ? existing : dictionary()) as TomlTable;
+      const existing = Object.hasOwn(target, key) ? target[key] : undefined;
+      const table = isTable(existing) ? existing : {};
+      setOwn(target, key, table);
+      target = table;
       node = value;
     }
   }

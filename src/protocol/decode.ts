@@ -13,7 +13,6 @@
 
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import { describeJsonType } from "../jsonrpc/message.ts";
-import { dictionary } from "../util/record.ts";
 
 /** A decoding failure; becomes a `-32602` error. */
 export class DecodeError extends RpcError {
@@ -176,11 +175,10 @@ export function array<T>(item: Decoder<T>): Decoder<T[]> {
 export function record<T>(value: Decoder<T>): Decoder<Record<string, T>> {
   return (v, path) => {
     if (v === null || typeof v !== "object" || Array.isArray(v)) typeError(v, "a map", path);
-    const out = dictionary<T>();
-    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-      out[k] = value(x, join(path, k));
-    }
-    return out;
+    // fromEntries defines own members: `__proto__` is a key like any other.
+    return Object.fromEntries(
+      Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, value(x, join(path, k))]),
+    );
   };
 }
 

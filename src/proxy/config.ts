@@ -6,7 +6,7 @@
  * @module
  */
 
-import { dictionary, isRecord } from "../util/record.ts";
+import { isRecord, setOwn } from "../util/record.ts";
 import { isIPv4, isIPv6 } from "node:net";
 import { formatHostPort, isLoopbackHost } from "../util/host.ts";
 import { normalizePattern } from "./domain_pattern.ts";
@@ -145,14 +145,14 @@ function stringMap<T extends string>(
 ): Record<string, T> | null {
   if (value === null || value === undefined) return null;
   if (!isRecord(value)) throw new NetworkConfigError(`network.${key} must be a table`);
-  const out = dictionary<T>();
+  const out: Record<string, T> = {};
   for (const [k, v] of Object.entries(value)) {
     if (!allowed.includes(v as T)) {
       throw new NetworkConfigError(
         `network.${key}.${k} must be one of ${allowed.map((a) => `"${a}"`).join(", ")}`,
       );
     }
-    out[k] = v as T;
+    setOwn(out, k, v as T);
   }
   return out;
 }
@@ -219,14 +219,14 @@ export function effectiveDomains(
   domains: NetworkProxyConfig["domains"],
 ): Record<string, "allow" | "deny" | "none"> {
   const rank = { none: 0, allow: 1, deny: 2 } as const;
-  const out = dictionary<"allow" | "deny" | "none">();
+  const out = new Map<string, "allow" | "deny" | "none">();
   for (const [pattern, value] of Object.entries(domains ?? {})) {
     const key = normalizePattern(pattern);
     if (key === "") continue;
-    const prev = out[key];
-    if (prev === undefined || rank[value] > rank[prev]) out[key] = value;
+    const prev = out.get(key);
+    if (prev === undefined || rank[value] > rank[prev]) out.set(key, value);
   }
-  return out;
+  return Object.fromEntries(out);
 }
 
 /** Allowed patterns (effective), or `null` when none. */

@@ -57,6 +57,10 @@ export function loadLibc(): Libc | null {
     return null;
   }
   try {
+    // Never a permission prompt in the middle of serving.
+    if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") {
+      throw new Deno.errors.NotCapable("FFI access is not granted");
+    }
     library = Deno.dlopen("libc.so.6", SYMBOLS);
   } catch (error) {
     loadError = `cannot load libc through FFI (run with --allow-ffi): ${(error as Error).message}`;

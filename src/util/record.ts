@@ -10,10 +10,14 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * An empty object without a prototype, for tables keyed by untrusted names:
- * `__proto__` becomes an own member like any other key, and `constructor`
- * or `toString` are not found unless set.
+ * Sets `key` on `target` as an own data property, even when the key is
+ * `__proto__` (a plain assignment would replace the prototype instead).
  */
-export function dictionary<T>(): Record<string, T> {
-  return Object.create(null) as Record<string, T>;
+export function setOwn<T>(target: Record<string, T>, key: string, value: T): void {
+  Object.defineProperty(target, key, {
+    value,
+    writable: true,
+    enumerable: true,
+    configurable: true,
+  });
 }

@@ -2,6 +2,7 @@
 // text frames and shows exactly what is on the wire. It shares no framing
 // code with the package under test.
 
+import "./libc_preload.ts";
 import { concatBytes } from "../../src/util/bytes.ts";
 import { ExecServer, type ExecServerOptions } from "../../src/server/exec_server.ts";
 import { serveStdio } from "../../src/server/listen_stdio.ts";
