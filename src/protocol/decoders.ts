@@ -378,6 +378,7 @@ const remoteProxyConfig = struct<RemoteNetworkProxyConfig>("RemoteNetworkProxyCo
   domains: optional(record(unitEnum(["none", "allow", "deny"]))),
   reviewDomains: optional(array(string)),
   unixSockets: optional(record(unitEnum(["allow", "deny"], true))),
+  credentialMasking: withDefault(boolean, false),
 });
 
 const auditMetadata = struct<NetworkProxyAuditMetadata>("NetworkProxyAuditMetadata", {

@@ -1033,6 +1033,12 @@ export interface RemoteNetworkProxyConfig {
   reviewDomains?: string[];
   /** Unix socket path → permission (macOS only). */
   unixSockets?: Record<string, "allow" | "deny">;
+  /**
+   * Mask the GitHub and OpenAI credentials of a `bash -c` child: it sees
+   * stand-ins, the proxy puts the real values back for their hosts
+   * (capability `credentialMasking`). Default false.
+   */
+  credentialMasking?: boolean;
 }
 
 /** Who a launched proxy's decisions are attributed to (audit events only). */

@@ -12,6 +12,7 @@
  * @module
  */
 
+import { sniffTls } from "./tls_sniff.ts";
 import type { Logger } from "../log/logger.ts";
 import { ByteSource, connReader } from "../http1/body.ts";
 import { reasonPhrase } from "../http1/head.ts";
@@ -374,17 +375,37 @@ async function serveConnect(peer: ClientConn, request: ExchangeRequest): Promise
     await respond({ status: 200, headers: [] });
     return await ctx.mitm!.intercept(conn, leftover, host, port, peer.client);
   }
-  let upstream: Deno.Conn;
-  let upstreamLeftover: Uint8Array | null = null;
-  try {
+  const dial = async (): Promise<{ upstream: Deno.Conn; leftover: Uint8Array | null }> => {
     const proxy = config.allow_upstream_proxy ? pickUpstream(ctx.upstreams, true) : null;
-    if (proxy) {
-      ({ conn: upstream, leftover: upstreamLeftover } = await dialViaProxy(
-        proxy,
-        authority.host,
-        port,
-      ));
-    } else upstream = await dialDirect(ctx.state, authority.host, port);
+    if (!proxy) {
+      return { upstream: await dialDirect(ctx.state, authority.host, port), leftover: null };
+    }
+    const via = await dialViaProxy(proxy, authority.host, port);
+    return { upstream: via.conn, leftover: via.leftover };
+  };
+  if (ctx.state.broker?.binds(host) && ctx.mitm) {
+    // A masked credential's host: TLS is intercepted (its stand-ins are
+    // replaced there), anything else passes as is.
+    await respond({ status: 200, headers: [] });
+    const sniffed = await sniffTls(conn, leftover);
+    if (sniffed.tls) {
+      return await ctx.mitm.intercept(conn, sniffed.first as Uint8Array, host, port, peer.client);
+    }
+    let dialed;
+    try {
+      dialed = await dial();
+    } catch (error) {
+      ctx.logger.debug("proxy.connect_failed", { host, port, error: (error as Error).message });
+      conn.close();
+      return;
+    }
+    if (dialed.leftover?.length) await writeAll(conn, dialed.leftover);
+    await relay(conn, dialed.upstream, { toUpstream: sniffed.first });
+    return;
+  }
+  let dialed;
+  try {
+    dialed = await dial();
   } catch (error) {
     if (error instanceof PolicyDialError) {
       return await refuse("not_allowed_local", "baseline_policy", "deny");
@@ -393,6 +414,6 @@ async function serveConnect(peer: ClientConn, request: ExchangeRequest): Promise
     return await respond(textResponse(502, "upstream failure"));
   }
   await respond({ status: 200, headers: [] });
-  if (upstreamLeftover?.length) await writeAll(conn, upstreamLeftover);
-  await relay(conn, upstream, { toUpstream: leftover });
+  if (dialed.leftover?.length) await writeAll(conn, dialed.leftover);
+  await relay(conn, dialed.upstream, { toUpstream: leftover });
 }

@@ -12,6 +12,7 @@
  * @module
  */
 
+import { sniffTls } from "./tls_sniff.ts";
 import dgram from "node:dgram";
 import { isIPv4, isIPv6 } from "node:net";
 import { relay, writeAll } from "../util/conn_io.ts";
@@ -264,6 +265,18 @@ async function connect(
     await writeAll(conn, reply(SocksReply.succeeded));
     return await ctx.mitm!.intercept(conn, input.rest(), host, port, client);
   }
+  const brokered = state.broker?.binds(host) && ctx.mitm;
+  let toUpstream: Uint8Array | null | Promise<Uint8Array | null> = input.rest();
+  if (brokered) {
+    // A masked credential's host: TLS is intercepted (its stand-ins are
+    // replaced there), anything else relayed as is.
+    await writeAll(conn, reply(SocksReply.succeeded));
+    const sniffed = await sniffTls(conn, input.rest());
+    if (sniffed.tls) {
+      return await ctx.mitm!.intercept(conn, sniffed.first as Uint8Array, host, port, client);
+    }
+    toUpstream = sniffed.first;
+  }
   let upstream: Deno.Conn;
   let upstreamLeftover: Uint8Array | null = null;
   try {
@@ -272,21 +285,24 @@ async function connect(
       ({ conn: upstream, leftover: upstreamLeftover } = await dialViaProxy(proxy, rawHost, port));
     } else upstream = await dialDirect(state, rawHost, port);
   } catch (error) {
-    if (error instanceof PolicyDialError) {
-      return await refuse("not_allowed_local", "baseline_policy", "deny", "domain");
-    }
     ctx.logger.debug("proxy.socks5_connect_failed", {
       host,
       port,
       error: (error as Error).message,
     });
+    if (brokered) return conn.close(); // already answered
+    if (error instanceof PolicyDialError) {
+      return await refuse("not_allowed_local", "baseline_policy", "deny", "domain");
+    }
     await writeAll(conn, reply(errorReply(error)));
     return conn.close();
   }
-  const local = upstream.localAddr as Deno.NetAddr;
-  await writeAll(conn, reply(SocksReply.succeeded, local.hostname, local.port));
+  if (!brokered) {
+    const local = upstream.localAddr as Deno.NetAddr;
+    await writeAll(conn, reply(SocksReply.succeeded, local.hostname, local.port));
+  }
   if (upstreamLeftover?.length) await writeAll(conn, upstreamLeftover);
-  await relay(conn, upstream, { toUpstream: input.rest() });
+  await relay(conn, upstream, { toUpstream });
 }
 
 async function udpAssociate(ctx: ListenerContext, conn: Deno.Conn, client: string): Promise<void> {

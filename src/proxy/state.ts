@@ -8,6 +8,7 @@
  * @module
  */
 
+import type { CredentialBroker } from "./credential_broker.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import {
   effectiveDomains,
@@ -104,6 +105,11 @@ export interface NetworkProxyStateOptions {
    * covers them (never when the deny list or the local rule refuses them).
    */
   readonly reviewDomains?: readonly string[];
+  /**
+   * Credential masking: hosts it binds are intercepted (TLS) and their
+   * requests' stand-in credentials replaced (see `credential_broker.ts`).
+   */
+  readonly broker?: CredentialBroker;
 }
 
 /** See the module documentation. */
@@ -126,6 +132,11 @@ export class NetworkProxyState {
     this.#review = options.reviewDomains?.length
       ? compileDomainPatterns(options.reviewDomains, { allowGlobal: true })
       : null;
+  }
+
+  /** The credential broker of a masked process, if any. */
+  get broker(): CredentialBroker | null {
+    return this.#options.broker ?? null;
   }
 
   /** The managed constraints (empty when unmanaged). */

@@ -30,7 +30,8 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     // to the client (network/policyRequest), review domains honoured.
     networkProxyLaunch: processes,
     networkProxyReviewDomains: processes,
-    credentialMasking: false,
+    // process/start.networkProxy.proxy.credentialMasking (bash -c children).
+    credentialMasking: processes,
     credentialMaskingCustomProviders: false,
     capabilityDiscoverySandbox: (inputs.sandbox ?? false) && has(Method.CapabilityRootsDiscoverV1),
     fsWatchMissing: has(Method.FsWatchMissing),

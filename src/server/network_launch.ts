@@ -22,6 +22,8 @@ import {
   type PolicyDecisionInput,
 } from "../proxy/decision.ts";
 import { NetworkProxy } from "../proxy/network_proxy.ts";
+import type { CredentialBroker } from "../proxy/credential_broker.ts";
+import { createMitm, defaultMitmHome } from "../proxy/mitm/interceptor.ts";
 import { ServerNotification, ServerRequest } from "../protocol/methods.ts";
 import type {
   NetworkPolicyDecisionNotification,
@@ -55,6 +57,8 @@ export function launchedProxyConfig(remote: RemoteNetworkProxyConfig): NetworkPr
     allow_local_binding: remote.allowLocalBinding,
     domains: remote.domains ?? null,
     unix_sockets: remote.unixSockets ?? null,
+    // Credential masking replaces stand-ins inside intercepted TLS.
+    mitm: remote.credentialMasking === true,
   };
 }
 
@@ -97,12 +101,16 @@ export function decisionNotification(
   };
 }
 
-/** Starts the proxy a `process/start` asked for. */
+/**
+ * Starts the proxy a `process/start` asked for; `broker` holds the
+ * process's masked credentials (see `credential_broker.ts`).
+ */
 export function launchProcessProxy(
   launch: NetworkProxyLaunch,
   processId: string,
   channel: PolicyChannel,
   logger: Logger,
+  broker?: CredentialBroker,
 ): Promise<NetworkProxy> {
   const timeoutMs = launch.policyDecisionTimeoutMs;
   let asking = 0;
@@ -138,6 +146,10 @@ export function launchProcessProxy(
     managed: true,
     logger,
     auditMetadata,
+    ...(broker ? { broker } : {}),
+    // The CA (and the trust bundle children get) lives in the server's
+    // Codex home, as the reference keeps it.
+    mitm: (state, ctx) => createMitm(state, ctx, { home: defaultMitmHome() }),
     ...(decider ? { decider } : {}),
     ...(launch.proxy.reviewDomains ? { reviewDomains: launch.proxy.reviewDomains } : {}),
     // Decisions go to the client; the server's own log keeps them at debug.

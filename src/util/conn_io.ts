@@ -71,12 +71,16 @@ async function pump(from: Deno.Conn, to: Deno.Conn, maxBytes: number): Promise<n
 /**
  * Relays between `client` and `upstream` until both directions end (or
  * either fails), then closes both. `toUpstream` is sent first (bytes the
- * client sent past a CONNECT head).
+ * client sent past a CONNECT head, or a read of the client's still under
+ * way: the client is read again only once it is done).
  */
 export async function relay(
   client: Deno.Conn,
   upstream: Deno.Conn,
-  options: { toUpstream?: Uint8Array | null; bufferBytes?: number } = {},
+  options: {
+    toUpstream?: Uint8Array | null | Promise<Uint8Array | null>;
+    bufferBytes?: number;
+  } = {},
 ): Promise<RelayStats> {
   const size = options.bufferBytes ?? 256 * 1024;
   const stats: RelayStats = { up: 0, down: 0 };
@@ -85,9 +89,10 @@ export async function relay(
     closeQuietly(upstream);
   };
   const up = (async () => {
-    if (options.toUpstream?.length) {
-      await writeAll(upstream, options.toUpstream);
-      stats.up += options.toUpstream.length;
+    const first = await options.toUpstream;
+    if (first?.length) {
+      await writeAll(upstream, first);
+      stats.up += first.length;
     }
     stats.up += await pump(client, upstream, size);
   })().catch(fail);

@@ -29,6 +29,11 @@ import {
 import type { NetworkProxyLaunch, ProcessStartResult } from "../../protocol/types.ts";
 import type { HandlerContext } from "../handler.ts";
 import { launchProcessProxy } from "../network_launch.ts";
+import {
+  type CredentialBroker,
+  maskableCommand,
+  maskCredentials,
+} from "../../proxy/credential_broker.ts";
 import type { NetworkProxy } from "../../proxy/network_proxy.ts";
 import { NetworkConfigError } from "../../proxy/config.ts";
 import { DomainPatternError } from "../../proxy/domain_pattern.ts";
@@ -192,7 +197,11 @@ export async function startProcess(
     if (managed) env = managed.applyToEnv(env);
     return await startChild(p, ctx, starter, env, routeTo(managed));
   }
-  const proxy = await launchProxy(p.processId, p.networkProxy, ctx);
+  let broker: CredentialBroker | undefined;
+  if (p.networkProxy.proxy.credentialMasking && maskableCommand(p.argv)) {
+    ({ env, broker } = maskCredentials(env));
+  }
+  const proxy = await launchProxy(p.processId, p.networkProxy, ctx, broker);
   try {
     const started = await startChild(p, ctx, starter, proxy.applyToEnv(env), routeTo(proxy));
     // The proxy serves the process (and its descendants) until it closes.
@@ -209,10 +218,11 @@ async function launchProxy(
   processId: string,
   launch: NetworkProxyLaunch,
   ctx: HandlerContext,
+  broker: CredentialBroker | undefined,
 ): Promise<NetworkProxy> {
   const logger = ctx.server.logger.child({ processId });
   try {
-    return await launchProcessProxy(launch, processId, ctx.session, logger);
+    return await launchProcessProxy(launch, processId, ctx.session, logger, broker);
   } catch (error) {
     if (error instanceof NetworkConfigError || error instanceof DomainPatternError) {
       throw invalidParams(`invalid network proxy config: ${error.message}`);

@@ -1,0 +1,217 @@
+/**
+ * Credential masking (`process/start.networkProxy.proxy.credentialMasking`,
+ * capability `credentialMasking`): the child never sees the real GitHub and
+ * OpenAI credentials of its environment, only stand-ins of the same shape,
+ * and its proxy puts the real value back into the `Authorization` header of
+ * HTTPS requests to the hosts that credential belongs to.
+ *
+ * What the reference does, observed side by side (and done the same here):
+ *
+ * - Only a command run as `bash -c <script>` (exactly three arguments, the
+ *   program named `bash`) is masked; any other command keeps the real
+ *   values (a login shell, `sh`, `zsh` or extra arguments could re-read them
+ *   from files).
+ * - The credentials: `GH_TOKEN`, `GITHUB_TOKEN`, `GITHUB_PAT`,
+ *   `COPILOT_GITHUB_TOKEN`, `GITHUB_API_TOKEN` (github.com, api.github.com,
+ *   uploads.github.com and GitHub Enterprise Cloud's `*.ghe.com`);
+ *   `GH_ENTERPRISE_TOKEN`, `GITHUB_ENTERPRISE_TOKEN` (the `GH_HOST` server,
+ *   and only when `GH_HOST` is set: unbound, they stay as they are); and
+ *   `OPENAI_API_KEY` (api.openai.com). Empty values are left alone.
+ * - A stand-in keeps the credential's kind prefix (`ghp_`, `gho_`,
+ *   `github_pat_`, … — `ghp_` when none; `sk-proj-`, `sk-` …), then
+ *   `masked`, then random letters and digits, as long as the real value and
+ *   at least 40 characters (GitHub) or 51 (OpenAI). Every process gets fresh
+ *   ones, distinct even for equal values.
+ * - The child's environment gains `CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE=1`
+ *   and `CODEX_NETWORK_PROXY_BROKERED_CREDENTIALS`, a JSON list of
+ *   `[name, stand-in]` pairs: `@alias:NAME` entries, then the names, each
+ *   sorted (`[]` when there was nothing to mask).
+ * - The proxy intercepts TLS to bound hosts and rewrites `Authorization:
+ *   Bearer|token <stand-in>` and `Basic` (a stand-in as user or password)
+ *   when the stand-in belongs to that host. Nothing is added to a request
+ *   without a stand-in, an explicit credential is left alone, other headers
+ *   and URLs are never rewritten, and nothing is injected into plain HTTP.
+ *
+ * @module
+ */
+
+import { normalizeHost } from "../util/host.ts";
+
+/** Environment variables the broker manages. */
+export const BROKER_ACTIVE_ENV = "CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE";
+/** The JSON list of `[name, stand-in]` pairs. */
+export const BROKERED_CREDENTIALS_ENV = "CODEX_NETWORK_PROXY_BROKERED_CREDENTIALS";
+
+type Family = "github" | "github_enterprise" | "openai";
+
+const CREDENTIALS: ReadonlyArray<readonly [string, Family]> = [
+  ["GH_TOKEN", "github"],
+  ["GITHUB_TOKEN", "github"],
+  ["GITHUB_PAT", "github"],
+  ["COPILOT_GITHUB_TOKEN", "github"],
+  ["GITHUB_API_TOKEN", "github"],
+  ["GH_ENTERPRISE_TOKEN", "github_enterprise"],
+  ["GITHUB_ENTERPRISE_TOKEN", "github_enterprise"],
+  ["OPENAI_API_KEY", "openai"],
+];
+
+const SHAPES: Record<Family, { prefixes: readonly string[]; fallback: string; minLength: number }> =
+  {
+    github: {
+      prefixes: ["github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+      fallback: "ghp_",
+      minLength: 40,
+    },
+    github_enterprise: {
+      prefixes: ["github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+      fallback: "ghp_",
+      minLength: 40,
+    },
+    openai: {
+      prefixes: ["sk-proj-", "sk-svcacct-", "sk-admin-", "sk-"],
+      fallback: "sk-",
+      minLength: 51,
+    },
+  };
+
+const GITHUB_CLOUD_HOSTS = new Set(["github.com", "api.github.com", "uploads.github.com"]);
+
+const ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/** Random letters and digits (unbiased: bytes ≥ 248 are drawn again). */
+function randomAlphanumeric(n: number): string {
+  let out = "";
+  while (out.length < n) {
+    for (const b of crypto.getRandomValues(new Uint8Array(n))) {
+      if (b < 248 && out.length < n) out += ALPHANUMERIC[b % 62];
+    }
+  }
+  return out;
+}
+
+/** A stand-in of the same shape as `real` (see the module documentation). */
+export function standIn(real: string, family: Family): string {
+  const shape = SHAPES[family];
+  const prefix = shape.prefixes.find((p) => real.startsWith(p)) ?? shape.fallback;
+  const head = `${prefix}masked`;
+  return head + randomAlphanumeric(Math.max(real.length, shape.minLength) - head.length);
+}
+
+/** True for a command the broker masks: `bash -c <script>`, exactly. */
+export function maskableCommand(argv: readonly string[]): boolean {
+  return argv.length === 3 && argv[0]!.split("/").at(-1) === "bash" && argv[1] === "-c";
+}
+
+interface Brokered {
+  readonly name: string;
+  readonly real: string;
+  readonly binds: (host: string) => boolean;
+}
+
+/** The stand-ins of one process and the hosts their real values go to. */
+export class CredentialBroker {
+  readonly #byStandIn: ReadonlyMap<string, Brokered>;
+
+  /** Creates a broker for `entries` (stand-in → credential). */
+  constructor(entries: ReadonlyMap<string, Brokered>) {
+    this.#byStandIn = entries;
+  }
+
+  /** True when some credential belongs to `host` (its TLS is then intercepted). */
+  binds(host: string): boolean {
+    const h = normalizeHost(host);
+    for (const entry of this.#byStandIn.values()) if (entry.binds(h)) return true;
+    return false;
+  }
+
+  /** The real value for a stand-in bound to `host`, else null. */
+  #real(candidate: string, host: string): string | null {
+    const entry = this.#byStandIn.get(candidate);
+    return entry && entry.binds(host) ? entry.real : null;
+  }
+
+  /**
+   * `headers` with stand-ins in `Authorization` replaced by the real values
+   * bound to `host` (the same array when nothing changes).
+   */
+  rewrite(host: string, headers: Array<[string, string]>): Array<[string, string]> {
+    const h = normalizeHost(host);
+    let changed = false;
+    const out = headers.map(([name, value]): [string, string] => {
+      if (name.toLowerCase() !== "authorization") return [name, value];
+      const rewritten = this.#authorization(value, h);
+      if (rewritten === null) return [name, value];
+      changed = true;
+      return [name, rewritten];
+    });
+    return changed ? out : headers;
+  }
+
+  #authorization(value: string, host: string): string | null {
+    const m = /^(\s*)(\S+)(\s+)(\S+)(\s*)$/.exec(value);
+    if (!m) return null;
+    const [, lead, scheme, gap, credential, trail] = m as unknown as string[];
+    const kind = scheme!.toLowerCase();
+    if (kind === "bearer" || kind === "token") {
+      const real = this.#real(credential!, host);
+      return real === null ? null : `${lead}${scheme}${gap}${real}${trail}`;
+    }
+    if (kind !== "basic") return null;
+    let decoded: string;
+    try {
+      decoded = new TextDecoder("utf-8", { fatal: true }).decode(
+        Uint8Array.fromBase64(credential!),
+      );
+    } catch {
+      return null;
+    }
+    const colon = decoded.indexOf(":");
+    if (colon === -1) return null;
+    const user = decoded.slice(0, colon);
+    const password = decoded.slice(colon + 1);
+    const realUser = this.#real(user, host);
+    const realPassword = this.#real(password, host);
+    if (realUser === null && realPassword === null) return null;
+    const pair = `${realUser ?? user}:${realPassword ?? password}`;
+    return `${lead}${scheme}${gap}${new TextEncoder().encode(pair).toBase64()}${trail}`;
+  }
+}
+
+/** What {@linkcode maskCredentials} gives the child and its proxy. */
+export interface MaskedEnvironment {
+  /** The child's environment: stand-ins in place, the broker variables set. */
+  readonly env: Record<string, string>;
+  /** For the child's proxy. */
+  readonly broker: CredentialBroker;
+}
+
+/** Replaces the credentials of `env` by stand-ins (see the module documentation). */
+export function maskCredentials(env: Readonly<Record<string, string>>): MaskedEnvironment {
+  const out = { ...env };
+  const entries = new Map<string, Brokered>();
+  const enterpriseHost = env.GH_HOST ? normalizeHost(env.GH_HOST.replace(/:\d+$/, "")) : "";
+  for (const [name, family] of CREDENTIALS) {
+    const real = env[name];
+    if (!real) continue;
+    let binds: (host: string) => boolean;
+    if (family === "github") {
+      binds = (h) => GITHUB_CLOUD_HOSTS.has(h) || h.endsWith(".ghe.com");
+    } else if (family === "openai") {
+      binds = (h) => h === "api.openai.com";
+    } else {
+      if (!enterpriseHost) continue; // unbound: left as it is
+      binds = (h) => h === enterpriseHost;
+    }
+    const fake = standIn(real, family);
+    out[name] = fake;
+    entries.set(fake, { name, real, binds });
+  }
+  const pairs = [...entries].map(([fake, e]) => [e.name, fake] as const)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  out[BROKER_ACTIVE_ENV] = "1";
+  out[BROKERED_CREDENTIALS_ENV] = JSON.stringify([
+    ...pairs.map(([name, fake]) => [`@alias:${name}`, fake]),
+    ...pairs,
+  ]);
+  return { env: out, broker: new CredentialBroker(entries) };
+}
