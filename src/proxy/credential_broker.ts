@@ -15,7 +15,9 @@
  *   `COPILOT_GITHUB_TOKEN`, `GITHUB_API_TOKEN` (github.com, api.github.com,
  *   uploads.github.com and GitHub Enterprise Cloud's `*.ghe.com`);
  *   `GH_ENTERPRISE_TOKEN`, `GITHUB_ENTERPRISE_TOKEN` (the `GH_HOST` server,
- *   and only when `GH_HOST` is set: unbound, they stay as they are); and
+ *   and only when `GH_HOST` names one — a host name, not a URL, an IP
+ *   address, `localhost` or GitHub's cloud: unbound, they stay as they
+ *   are); and
  *   `OPENAI_API_KEY` (api.openai.com). Empty values are left alone.
  * - A stand-in keeps the credential's kind prefix (`ghp_`, `gho_`,
  *   `github_pat_`, … — `ghp_` when none; `sk-proj-`, `sk-` …), then
@@ -35,7 +37,7 @@
  * @module
  */
 
-import { normalizeHost } from "../util/host.ts";
+import { isIpLiteral, normalizeHost } from "../util/host.ts";
 
 /** Environment variables the broker manages. */
 export const BROKER_ACTIVE_ENV = "CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE";
@@ -177,6 +179,26 @@ export class CredentialBroker {
   }
 }
 
+/**
+ * The GitHub Enterprise Server named by `GH_HOST` (`host` or `host:port`),
+ * or "" when there is none: unset, not a plain host name (a URL), an IP
+ * address, `localhost`, or GitHub's own cloud (github.com, `*.ghe.com`).
+ */
+export function enterpriseServer(ghHost: string | undefined): string {
+  const m = /^([^/:\s]+)(?::\d+)?$/.exec(ghHost ?? "");
+  if (!m) return "";
+  const host = normalizeHost(m[1]!);
+  if (host === "" || isIpLiteral(host) || host === "localhost" || host.endsWith(".localhost")) {
+    return "";
+  }
+  if (isGithubCloud(host) || host === "ghe.com") return "";
+  return host;
+}
+
+function isGithubCloud(host: string): boolean {
+  return GITHUB_CLOUD_HOSTS.has(host) || host.endsWith(".ghe.com");
+}
+
 /** What {@linkcode maskCredentials} gives the child and its proxy. */
 export interface MaskedEnvironment {
   /** The child's environment: stand-ins in place, the broker variables set. */
@@ -189,13 +211,13 @@ export interface MaskedEnvironment {
 export function maskCredentials(env: Readonly<Record<string, string>>): MaskedEnvironment {
   const out = { ...env };
   const entries = new Map<string, Brokered>();
-  const enterpriseHost = env.GH_HOST ? normalizeHost(env.GH_HOST.replace(/:\d+$/, "")) : "";
+  const enterpriseHost = enterpriseServer(env.GH_HOST);
   for (const [name, family] of CREDENTIALS) {
     const real = env[name];
     if (!real) continue;
     let binds: (host: string) => boolean;
     if (family === "github") {
-      binds = (h) => GITHUB_CLOUD_HOSTS.has(h) || h.endsWith(".ghe.com");
+      binds = isGithubCloud;
     } else if (family === "openai") {
       binds = (h) => h === "api.openai.com";
     } else {
