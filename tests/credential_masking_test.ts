@@ -11,7 +11,6 @@ import { assert, assertEquals, assertMatch } from "./helpers/assert.ts";
 import { CLI, spawnCommandServer, type WireClient } from "./helpers/wire_client.ts";
 import { referenceBin, scratchRoot } from "./helpers/reference.ts";
 import {
-  CredentialBroker,
   enterpriseServer,
   maskableCommand,
   maskCredentials,
@@ -337,7 +336,7 @@ Deno.test("the broker rewrites Authorization only: Bearer, token, Basic user or 
   const { env, broker } = maskCredentials({ GH_TOKEN: "real-gh", OPENAI_API_KEY: "real-oa" });
   const gh = env.GH_TOKEN!;
   const rewrite = (host: string, value: string) =>
-    (broker as CredentialBroker).rewrite(host, [["Authorization", value], ["X-Other", gh]]);
+    broker.rewrite(host, [["Authorization", value], ["X-Other", gh]]);
   assertEquals(rewrite("api.github.com", `Bearer ${gh}`), [["Authorization", "Bearer real-gh"], [
     "X-Other",
     gh,
