@@ -82,6 +82,12 @@ export {
   stripManagedProxyEnv,
 } from "./src/proxy/env.ts";
 export { createMitm, type Mitm, type MitmOptions } from "./src/proxy/mitm/interceptor.ts";
+export {
+  CredentialBroker,
+  maskableCommand,
+  maskCredentials,
+  type MaskedEnvironment,
+} from "./src/proxy/credential_broker.ts";
 export type { ListenerContext, TunnelInterceptor } from "./src/proxy/http_proxy.ts";
 export type { UpstreamProxies } from "./src/proxy/connector.ts";
 export { type PooledConnection, UpstreamPool } from "./src/proxy/upstream_pool.ts";
