@@ -15,16 +15,17 @@ const REF = referenceBin();
 const CACHE = scratchRoot();
 
 /** Starts an exec-server on a WebSocket and returns its URL. */
-async function startServer(kind: "ours" | "reference") {
+async function startServer(kind: "ours" | "reference", env: Record<string, string> = {}) {
   const child = kind === "ours"
     ? new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", CLI, "serve", "--listen", "ws://127.0.0.1:0", "--log-level", "warn"],
+      env,
       stdout: "piped",
       stderr: "piped",
     }).spawn()
     : new Deno.Command(REF!, {
       args: ["exec-server", "--listen", "ws://127.0.0.1:0"],
-      env: { CODEX_HOME: referenceHome() },
+      env: { CODEX_HOME: referenceHome(), ...env },
       stdout: "piped",
       stderr: "piped",
     }).spawn();
@@ -114,11 +115,15 @@ async function runCodex(
     );
 }
 
-/** Extra `config.toml` lines (before and after the model provider) and a bare environment. */
+/**
+ * Extra `config.toml` lines (before and after the model provider), a bare
+ * environment for Codex, and variables for the exec-server.
+ */
 interface CodexConfig {
   readonly top?: string[];
   readonly tables?: string[];
   readonly bareEnv?: boolean;
+  readonly serverEnv?: Record<string, string>;
 }
 
 /** The workspace: hello.txt; OUTSIDE is a sibling directory Codex never writes to. */
@@ -142,7 +147,7 @@ async function codexSession(
       // The server ends before the workspace is inspected: sandboxed file
       // operations run in a worker whose read-only placeholders (.codex …)
       // exist on the host while it lives.
-      await using server = await startServer(kind);
+      await using server = await startServer(kind, config.serverEnv);
       outputs = await runCodex(
         base,
         model.baseUrl,
@@ -293,5 +298,42 @@ Deno.test({
     } finally {
       await origin.server.shutdown();
     }
+  },
+});
+
+Deno.test({
+  name:
+    "codex exec with credential_masking: the command sees stand-ins for the executor's credentials — as through the reference",
+  ignore: !ready,
+  async fn() {
+    const turns = (): Turn[] => [
+      {
+        call: "exec_command",
+        cmd: 'echo "gh=${GH_TOKEN:0:10} len=${#GH_TOKEN} ' +
+          'broker=$CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE"',
+      },
+      { message: "done" },
+    ];
+    const config: CodexConfig = {
+      // Codex masks only commands it runs as `bash -c` (no login shell).
+      top: ['default_permissions = "net"', "allow_login_shell = false"],
+      tables: [
+        "[permissions.net.filesystem]",
+        '":root" = "read"',
+        "[permissions.net.network]",
+        "enabled = true",
+        'mode = "full"',
+        "[permissions.net.network.domains]",
+        '"api.github.com" = "allow"',
+      ],
+      bareEnv: true,
+      serverEnv: { GH_TOKEN: "ghp_realGH000000000000000000000000000000000" },
+    };
+    const flags = ["--enable", "network_proxy", "--enable", "credential_masking"];
+    const ours = await codexSession("ours", flags, turns, config);
+    const reference = await codexSession("reference", flags, turns, config);
+    assertEquals(ours.outputs.length, 1);
+    assertStringIncludes(ours.outputs[0]!, "gh=ghp_masked len=43 broker=1");
+    assertEquals(ours, reference);
   },
 });
