@@ -13,6 +13,8 @@ import {
 } from "./helpers/wire_client.ts";
 import { oursServer, referenceServer } from "./helpers/sandbox.ts";
 import { scratchRoot } from "./helpers/reference.ts";
+import { sandboxContext, WORKSPACE_WRITE } from "./helpers/sandbox.ts";
+import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 import { StdinFullError, StdinQueue } from "../src/process/stdin_queue.ts";
 import { walk } from "../src/fs/walk.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
@@ -627,4 +629,40 @@ Deno.test("fs/walk of a large directory: only what can be listed is kept, sorted
   } finally {
     await Deno.remove(d, { recursive: true });
   }
+});
+
+Deno.test({
+  name:
+    "sandboxed fs/writeFile (Codex's path): a plain file is replaced whole, hard links and extended attributes are kept",
+  ignore: xattr === null || !sandboxSupport().available,
+  fn: async () => {
+    await using s = inProcessStdio();
+    await s.client.initialize();
+    const ws = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "robust-ws-" });
+    try {
+      const sandbox = sandboxContext(ws, WORKSPACE_WRITE);
+      const write = (name: string, text: string) =>
+        s.client.request("fs/writeFile", {
+          path: u(`${ws}/${name}`),
+          dataBase64: b64(text),
+          sandbox,
+        });
+      Deno.writeTextFileSync(`${ws}/plain`, "old");
+      const plain = Deno.statSync(`${ws}/plain`).ino;
+      await write("plain", "new");
+      assert(Deno.statSync(`${ws}/plain`).ino !== plain, "replaced by rename");
+      Deno.writeTextFileSync(`${ws}/h1`, "old");
+      Deno.linkSync(`${ws}/h1`, `${ws}/h2`);
+      await write("h1", "linked");
+      assertEquals(Deno.readTextFileSync(`${ws}/h2`), "linked");
+      Deno.writeTextFileSync(`${ws}/tagged`, "old");
+      assertEquals(xattr!.setxattr(cstr(`${ws}/tagged`), cstr("user.t"), cstr("v"), 1n, 0), 0);
+      await write("tagged", "new");
+      const buffer = new Uint8Array(8);
+      assertEquals(Number(xattr!.getxattr(cstr(`${ws}/tagged`), cstr("user.t"), buffer, 8n)), 1);
+      assertEquals(Deno.readTextFileSync(`${ws}/tagged`), "new");
+    } finally {
+      await Deno.remove(ws, { recursive: true });
+    }
+  },
 });

@@ -20,9 +20,10 @@
  *   left on device (os error 28)`).
  *
  * A FIFO is refused: opening it for writing waits for a reader, for ever if
- * none comes. (A socket fails to open: `No such device or address`.) An in-place write of a regular file overwrites from offset 0
- * and then truncates to the new length, so readers may see a mix of old and
- * new bytes while it runs, and a failure midway (no space) leaves the file
+ * none comes (a socket fails to open: `No such device or address`). An
+ * in-place write of a regular file overwrites from offset 0 and then
+ * truncates to the new length, so readers may see a mix of old and new
+ * bytes while it runs, and a failure midway (no space) leaves the file
  * partly written — the reference's behaviour for every file.
  *
  * The decision is taken on a `stat` of the destination and checked again
@@ -197,18 +198,20 @@ export async function commitReplacement(
 ): Promise<void> {
   try {
     let plan = planned ?? await planWrite(target);
-    if (plan.kind === "rename") {
+    // The destination may change between the decision and the rename: then
+    // decide again (a file created meanwhile is replaced like any other).
+    for (let attempt = 0; plan.kind === "rename"; attempt++) {
       if (plan.existing) await copyAttributes(plan.existing, temp);
       if (await unchanged(target, plan)) {
         await Deno.rename(temp, target);
         return;
       }
-      plan = await planWrite(target); // it changed meanwhile: decide again
-      if (plan.kind === "rename") {
-        throw new FsError("internal", `path \`${target}\` changed while being written`, {
+      if (attempt === 2) {
+        throw new FsError("internal", `path \`${target}\` kept changing while being written`, {
           detail: target,
         });
       }
+      plan = await planWrite(target);
     }
     await writeInPlace(target, plan.existing, (file) => copyInto(file, temp));
   } finally {

@@ -46,6 +46,11 @@ function workerCommand(): SelfCommand {
     "--allow-write",
     "--allow-env",
     "--allow-sys=uid,gid",
+    // libc's listxattr: a file with extended attributes (ACLs) is written in
+    // place, a plain one replaced whole; without it every write would be in
+    // place. (Deno cannot scope this to libc by soname; the sandbox around
+    // the worker is the boundary.)
+    "--allow-ffi",
   ]);
 }
 
