@@ -26,9 +26,11 @@
  * bytes while it runs, and a failure midway (no space) leaves the file
  * partly written — the reference's behaviour for every file.
  *
- * The decision is taken on a `stat` of the destination and checked again
- * (`lstat`, same device and inode, still one link) right before the rename;
- * an in-place write checks that the file it opened is the one it examined.
+ * The decision is taken on a `stat` of the destination right before the
+ * write (for a replace handle: at `fs/close`). A destination swapped for
+ * a hard-linked, attributed or special file between that `stat` and the
+ * rename is replaced like a plain file, as by any rename-based writer; an
+ * in-place write checks that the file it opened is the one it examined.
  *
  * @module
  */
@@ -65,23 +67,29 @@ export async function copyAttributes(from: Deno.FileInfo, to: string): Promise<v
 
 /**
  * Resolves where a write to `path` lands: the target of a final symlink
- * (so the link itself is kept), or `path`.
+ * (so the link itself is kept), or `path` — with what is there when a
+ * single `lstat` already told (a path that is not a symlink: null when
+ * missing), so the write need not look again.
  */
-export async function writeTarget(path: string): Promise<string> {
+export async function writeTarget(
+  path: string,
+): Promise<{ target: string; info?: Deno.FileInfo | null }> {
   try {
     const info = await Deno.lstat(path);
-    if (!info.isSymlink) return path;
+    if (!info.isSymlink) return { target: path, info };
   } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return path;
+    if (error instanceof Deno.errors.NotFound) return { target: path, info: null };
     throw error;
   }
   try {
-    return await Deno.realPath(path);
+    return { target: await Deno.realPath(path) };
   } catch (error) {
     if (!(error instanceof Deno.errors.NotFound)) throw error;
     // A dangling link: write where it points.
     const link = await Deno.readLink(path);
-    return link.startsWith("/") ? link : path.slice(0, path.lastIndexOf("/") + 1) + link;
+    return {
+      target: link.startsWith("/") ? link : path.slice(0, path.lastIndexOf("/") + 1) + link,
+    };
   }
 }
 
@@ -119,9 +127,15 @@ export function fifoRefused(path: string): FsError {
   );
 }
 
-/** Decides how to write `target` (see the module documentation). */
-export async function planWrite(target: string): Promise<WritePlan> {
-  const existing = await statOrNull(target);
+/**
+ * Decides how to write `target` (see the module documentation); `known` is
+ * what a `stat` of it just gave, if one did.
+ */
+export async function planWrite(
+  target: string,
+  known?: Deno.FileInfo | null,
+): Promise<WritePlan> {
+  const existing = known === undefined ? await statOrNull(target) : known;
   if (existing === null) return { kind: "rename", existing };
   if (existing.isDirectory) throw errnoError(21, target);
   if (existing.isFifo) throw fifoRefused(target);
@@ -129,22 +143,6 @@ export async function planWrite(target: string): Promise<WritePlan> {
   if ((existing.nlink ?? 1) > 1) return { kind: "in-place", existing };
   if (hasExtendedAttributes(target) !== false) return { kind: "in-place", existing };
   return { kind: "rename", existing };
-}
-
-/**
- * True when `target` is still what `plan` was made for: missing (if it was)
- * or the same single-link file.
- */
-async function unchanged(target: string, plan: WritePlan): Promise<boolean> {
-  let now: Deno.FileInfo | null;
-  try {
-    now = await Deno.lstat(target);
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) now = null;
-    else throw error;
-  }
-  if (plan.existing === null || now === null) return plan.existing === now;
-  return now.isFile && sameFile(now, plan.existing) && (now.nlink ?? 1) <= 1;
 }
 
 /**
@@ -188,8 +186,9 @@ async function copyInto(file: Deno.FsFile, source: string): Promise<number> {
 
 /**
  * Makes the complete temporary file `temp` the content of `target`: by
- * rename when the plan (taken again now) allows it, else by copying it into
- * `target` in place. `temp` is gone afterwards, whatever happens.
+ * rename when the plan (`planned`, else taken now) allows it, else by
+ * copying it into `target` in place. `temp` is gone afterwards, whatever
+ * happens.
  */
 export async function commitReplacement(
   temp: string,
@@ -197,26 +196,18 @@ export async function commitReplacement(
   planned?: WritePlan,
 ): Promise<void> {
   try {
-    let plan = planned ?? await planWrite(target);
-    // The destination may change between the decision and the rename: then
-    // decide again (a file created meanwhile is replaced like any other).
-    for (let attempt = 0; plan.kind === "rename"; attempt++) {
+    const plan = planned ?? await planWrite(target);
+    if (plan.kind === "rename") {
       if (plan.existing) await copyAttributes(plan.existing, temp);
-      if (await unchanged(target, plan)) {
-        await Deno.rename(temp, target);
-        return;
-      }
-      if (attempt === 2) {
-        throw new FsError("internal", `path \`${target}\` kept changing while being written`, {
-          detail: target,
-        });
-      }
-      plan = await planWrite(target);
+      await Deno.rename(temp, target);
+      return; // nothing left to remove
     }
     await writeInPlace(target, plan.existing, (file) => copyInto(file, temp));
-  } finally {
+  } catch (error) {
     await Deno.remove(temp).catch(() => {});
+    throw error;
   }
+  await Deno.remove(temp).catch(() => {}); // the content is in place either way
 }
 
 /**
@@ -242,8 +233,8 @@ export async function replaceAtomically(
 
 /** Writes `data` to `path` (see the module documentation for how). */
 export async function writeFileAtomic(path: string, data: Uint8Array): Promise<void> {
-  const target = await writeTarget(path);
-  const plan = await planWrite(target);
+  const { target, info } = await writeTarget(path);
+  const plan = await planWrite(target, info);
   if (plan.kind === "in-place") {
     // No temporary copy of data already in memory.
     await writeInPlace(target, plan.existing, (file) => writeAll(file, data));
