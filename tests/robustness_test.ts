@@ -15,6 +15,7 @@ import { oursServer, referenceServer } from "./helpers/sandbox.ts";
 import { scratchRoot } from "./helpers/reference.ts";
 import { sandboxContext, WORKSPACE_WRITE } from "./helpers/sandbox.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
+import { effectiveDomains } from "../src/proxy/config.ts";
 import { StdinFullError, StdinQueue } from "../src/process/stdin_queue.ts";
 import { walk } from "../src/fs/walk.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
@@ -665,4 +666,14 @@ Deno.test({
       await Deno.remove(ws, { recursive: true });
     }
   },
+});
+
+Deno.test("proxy domain maps keep hosts named after Object.prototype members", () => {
+  // Parsed as a client's JSON is: "__proto__" an own member.
+  const domains = effectiveDomains(
+    JSON.parse('{"constructor":"deny","__proto__":"allow","ToString":"allow"}'),
+  );
+  assertEquals(Object.keys(domains).sort(), ["__proto__", "constructor", "tostring"]);
+  assertEquals(domains.constructor, "deny");
+  assertEquals(Object.getPrototypeOf(domains), Object.prototype);
 });
