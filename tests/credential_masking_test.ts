@@ -139,6 +139,7 @@ async function origin(dir: string, tag: string, names: string[]) {
 interface Observed {
   readonly output: string;
   readonly unmasked: string;
+  readonly snapshot: string;
   readonly seen: string[];
 }
 
@@ -230,6 +231,36 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
       'echo "$GH_TOKEN|$CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE"',
     ]);
     const unmasked = await readAll(c, "login");
+    // With a shell snapshot (which replays the profile's exports): not masked either.
+    await c.request("process/start", {
+      processId: "snapshot",
+      argv: ["/bin/bash", "-c", 'echo "$GH_TOKEN|$CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE"'],
+      cwd: `file://${dir}`,
+      env: {},
+      envPolicy: {
+        inherit: "all",
+        ignoreDefaultExcludes: true,
+        exclude: [],
+        set: {},
+        includeOnly: [],
+      },
+      tty: false,
+      arg0: null,
+      shellSnapshot: { scopeId: "s", shell: { name: "bash", path: "/bin/bash" } },
+      networkProxy: {
+        proxy: {
+          enabled: true,
+          credentialMasking: true,
+          enableSocks5: false,
+          enableSocks5Udp: false,
+          allowUpstreamProxy: false,
+          dangerouslyAllowAllUnixSockets: false,
+          mode: "full",
+          allowLocalBinding: true,
+        },
+      },
+    });
+    const snapshot = await readAll(c, "snapshot");
     const seen = [github, openai, ghes].flatMap((o) =>
       o.seen.map((s) =>
         normalize(
@@ -237,7 +268,7 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
         )
       )
     );
-    return { output, unmasked, seen };
+    return { output, unmasked, snapshot, seen };
   } finally {
     await Promise.all([github, openai, ghes].map((o) => o.server.shutdown()));
     await Deno.remove(dir, { recursive: true });
@@ -266,6 +297,7 @@ Deno.test({
       /^CODEX_NETWORK_PROXY_BROKERED_CREDENTIALS=\[\["@alias:GH_ENTERPRISE_TOKEN"/,
     );
     assertEquals(ours.unmasked, `${REAL.GH_TOKEN}|\n`);
+    assertEquals(ours.snapshot, `${REAL.GH_TOKEN}|\n`);
     const seen = Object.fromEntries(ours.seen.map((s) => [s.split(" ")[0], s]));
     assertEquals(seen["/bearer"], `/bearer Bearer ${REAL.GH_TOKEN}`);
     assertEquals(seen["/token"], `/token token ${REAL.GITHUB_TOKEN}`);

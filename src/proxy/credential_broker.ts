@@ -10,7 +10,9 @@
  * - Only a command run as `bash -c <script>` (exactly three arguments, the
  *   program named `bash`) is masked; any other command keeps the real
  *   values (a login shell, `sh`, `zsh` or extra arguments could re-read them
- *   from files).
+ *   from files); nor is a start with a shell snapshot, whose replay of the
+ *   user's profile could bring the real values back (the server logs that
+ *   masking was unavailable).
  * - The credentials: `GH_TOKEN`, `GITHUB_TOKEN`, `GITHUB_PAT`,
  *   `COPILOT_GITHUB_TOKEN`, `GITHUB_API_TOKEN` (github.com, api.github.com,
  *   uploads.github.com and GitHub Enterprise Cloud's `*.ghe.com`);

@@ -199,7 +199,18 @@ export async function startProcess(
   }
   let broker: CredentialBroker | undefined;
   if (p.networkProxy.proxy.credentialMasking && maskableCommand(p.argv)) {
-    ({ env, broker } = maskCredentials(env));
+    if (p.shellSnapshot) {
+      // A shell snapshot replays what the user's profile exported (real
+      // credentials included): as the reference, such a start is not masked,
+      // and says so (the child sees no broker variables either).
+      ctx.server.logger.warn("process.credential_masking_unavailable", {
+        processId: p.processId,
+        message: "Credential masking is unavailable for this shell startup; preserving shell " +
+          "profiles and snapshots and running with unmasked credentials.",
+      });
+    } else {
+      ({ env, broker } = maskCredentials(env));
+    }
   }
   const proxy = await launchProxy(p.processId, p.networkProxy, ctx, broker);
   try {
