@@ -35,6 +35,7 @@
  * @module
  */
 
+import { quickLstat, quickRealPath, quickStat } from "./quick_meta.ts";
 import { loadLibc } from "../util/libc.ts";
 import { errnoError, FsError } from "./errors.ts";
 
@@ -50,7 +51,7 @@ export function tempSibling(path: string): string {
 /** Stat of `path` if it exists (following symlinks), else null. */
 export async function statOrNull(path: string): Promise<Deno.FileInfo | null> {
   try {
-    return await Deno.stat(path);
+    return await quickStat(path);
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return null;
     throw error;
@@ -75,14 +76,14 @@ export async function writeTarget(
   path: string,
 ): Promise<{ target: string; info?: Deno.FileInfo | null }> {
   try {
-    const info = await Deno.lstat(path);
+    const info = await quickLstat(path);
     if (!info.isSymlink) return { target: path, info };
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return { target: path, info: null };
     throw error;
   }
   try {
-    return { target: await Deno.realPath(path) };
+    return { target: await quickRealPath(path) };
   } catch (error) {
     if (!(error instanceof Deno.errors.NotFound)) throw error;
     // A dangling link: write where it points.

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { quickLstat, quickRealPath } from "./quick_meta.ts";
 import { errnoOf, formatErrno, osErrorText } from "../util/os_error.ts";
 
 const INVALID_INPUT_ERRNOS = new Set([22]);
@@ -80,14 +81,14 @@ export async function checkNoSymlinks(
   // The common case in one system call: a path that is already its own
   // canonical form has no symlink (nor `.`, `..`, `//`) anywhere. Otherwise
   // the walk below finds which component is one, with the exact error.
-  if (await Deno.realPath(path).then((real) => real === path, () => false)) return "none";
+  if (await quickRealPath(path).then((real) => real === path, () => false)) return "none";
   const parts = path.split("/").filter(Boolean);
   let prefix = "";
   for (let i = 0; i < parts.length; i++) {
     prefix += "/" + parts[i];
     let info: Deno.FileInfo;
     try {
-      info = await Deno.lstat(prefix);
+      info = await quickLstat(prefix);
     } catch (error) {
       throw fsError(error, path);
     }

@@ -4,6 +4,7 @@
  * @module
  */
 
+import { quickLstat, quickStat } from "./quick_meta.ts";
 import type { FsDirectoryEntry, FsMetadata } from "../protocol/types.ts";
 import { checkNoSymlinks, FsError, withFsErrors } from "./errors.ts";
 
@@ -31,10 +32,10 @@ export async function getMetadata(path: string, followSymlinks: boolean): Promis
       path,
       new FsError("invalid", "path contains a symbolic link"),
     );
-    return describe(await withFsErrors(path, () => Deno.lstat(path)), false);
+    return describe(await withFsErrors(path, () => quickLstat(path)), false);
   }
-  const link = await withFsErrors(path, () => Deno.lstat(path));
-  const info = link.isSymlink ? await withFsErrors(path, () => Deno.stat(path)) : link;
+  const link = await withFsErrors(path, () => quickLstat(path));
+  const info = link.isSymlink ? await withFsErrors(path, () => quickStat(path)) : link;
   return describe(info, link.isSymlink);
 }
 

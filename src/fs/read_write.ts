@@ -4,6 +4,7 @@
  * @module
  */
 
+import { quickStat } from "./quick_meta.ts";
 import { writeFileAtomic } from "./atomic.ts";
 import { checkNoSymlinks, errnoError, FsError, fsError, notAFile, withFsErrors } from "./errors.ts";
 
@@ -31,7 +32,7 @@ export interface ReadFileOptions {
 /** Reads a regular file whole, enforcing the protocol's rules and limits. */
 export async function readFileChecked(path: string, options: ReadFileOptions): Promise<Uint8Array> {
   if (!options.followSymlinks) await checkNoSymlinks(path, errnoError(40, path));
-  const info = await withFsErrors(path, () => Deno.stat(path));
+  const info = await withFsErrors(path, () => quickStat(path));
   if (!info.isFile) throw notAFile(path);
   const limit = options.limit ?? READ_FILE_LIMIT;
   if (info.size > limit) {
