@@ -1,7 +1,8 @@
 /**
  * The floor of a WebSocket JSON-RPC server on `Deno.listen` in JavaScript:
  * the handshake, this package's frame parser and encoder, `JSON.parse`, one
- * `Deno.lstat` per `fs/getMetadata`, `JSON.stringify` — no peer, lanes,
+ * `Deno.lstatSync` per `fs/getMetadata` (as the server does on local
+ * filesystems, see `src/fs/quick_meta.ts`), `JSON.stringify` — no peer, lanes,
  * sessions, output batching or strict JSON. Only for measuring what the
  * full server costs on top (`exec_bench.ts --ws … --vs-ws "deno run -A
  * bench/minimal_ws_server.ts"`); it answers `initialize` and
@@ -55,7 +56,7 @@ async function serve(conn: Deno.Conn) {
       if (msg.method === "initialize") {
         await send({ jsonrpc: "2.0", id: msg.id, result: { sessionId: "s", environmentInfo: {} } });
       } else if (msg.method === "fs/getMetadata") {
-        const info = await Deno.lstat(new URL(msg.params.path).pathname);
+        const info = Deno.lstatSync(new URL(msg.params.path).pathname);
         await send({
           jsonrpc: "2.0",
           id: msg.id,
