@@ -16,6 +16,13 @@ import { scratchRoot } from "./helpers/reference.ts";
 import { sandboxContext, WORKSPACE_WRITE } from "./helpers/sandbox.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 import { effectiveDomains } from "../src/proxy/config.ts";
+import {
+  allLocalKinds,
+  mountedKinds,
+  quickLstat,
+  quickRealPath,
+  quickStat,
+} from "../src/fs/quick_meta.ts";
 import { StdinFullError, StdinQueue } from "../src/process/stdin_queue.ts";
 import { walk } from "../src/fs/walk.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
@@ -676,4 +683,30 @@ Deno.test("proxy domain maps keep hosts named after Object.prototype members", (
   assertEquals(Object.keys(domains).sort(), ["__proto__", "constructor", "tostring"]);
   assertEquals(domains.constructor, "deny");
   assertEquals(Object.getPrototypeOf(domains), Object.prototype);
+});
+
+Deno.test("metadata calls run on the main thread only when every mount is a local kind; results and errors as async", async () => {
+  assert(allLocalKinds(["ext4", "tmpfs", "proc", "overlay", "cgroup2"]));
+  for (
+    const kinds of [["ext4", "nfs4"], ["ext4", "fuse.sshfs"], ["autofs", "ext4"], ["9p"], [], null]
+  ) {
+    assert(!allLocalKinds(kinds), JSON.stringify(kinds));
+  }
+  assert(mountedKinds() !== null, "this Linux has /proc/self/mountinfo");
+  const d = await Deno.makeTempDir({ prefix: "quick-" });
+  try {
+    Deno.writeTextFileSync(`${d}/f`, "x");
+    Deno.symlinkSync(`${d}/f`, `${d}/l`);
+    assertEquals((await quickLstat(`${d}/l`)).isSymlink, true);
+    assertEquals((await quickStat(`${d}/l`)).size, 1);
+    assertEquals(await quickRealPath(`${d}/l`), await Deno.realPath(`${d}/f`));
+    const [quick, slow] = await Promise.all([
+      quickLstat(`${d}/missing`).catch((e) => e),
+      Deno.lstat(`${d}/missing`).catch((e) => e),
+    ]);
+    assert(quick instanceof Deno.errors.NotFound && slow instanceof Deno.errors.NotFound);
+    assertMatch(quick.message, /\(os error 2\)/);
+  } finally {
+    await Deno.remove(d, { recursive: true });
+  }
 });

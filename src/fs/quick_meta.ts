@@ -88,13 +88,17 @@ export function mountedKinds(): string[] | null {
   return kinds;
 }
 
+/** True when every kind in a (readable, non-empty) mount table is a local one. */
+export function allLocalKinds(kinds: readonly string[] | null): boolean {
+  return kinds !== null && kinds.length > 0 && kinds.every((k) => LOCAL_KINDS.has(k));
+}
+
 /** True when metadata calls may run on the main thread now. */
 export function quickMetadataAllowed(now = performance.now()): boolean {
   if (disabled) return false;
   if (now - checkedAt >= RECHECK_MS) {
     checkedAt = now;
-    const kinds = mountedKinds();
-    allLocal = kinds !== null && kinds.length > 0 && kinds.every((k) => LOCAL_KINDS.has(k));
+    allLocal = allLocalKinds(mountedKinds());
   }
   return allLocal;
 }
