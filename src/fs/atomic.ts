@@ -36,6 +36,7 @@
  */
 
 import { quickLstat, quickRealPath, quickStat } from "./quick_meta.ts";
+import { writeAll } from "../util/conn_io.ts";
 import { loadLibc } from "../util/libc.ts";
 import { errnoError, FsError } from "./errors.ts";
 
@@ -166,13 +167,6 @@ async function writeInPlace(
   if (opened.isFile) await file.truncate(length);
 }
 
-/** Writes all of `data` to `file` at its current position. */
-export async function writeAll(file: Deno.FsFile, data: Uint8Array): Promise<number> {
-  let written = 0;
-  while (written < data.length) written += await file.write(data.subarray(written));
-  return written;
-}
-
 /** Copies the whole of the file at `source` into `file`; returns the bytes copied. */
 async function copyInto(file: Deno.FsFile, source: string): Promise<number> {
   using from = await Deno.open(source, { read: true });
@@ -181,7 +175,8 @@ async function copyInto(file: Deno.FsFile, source: string): Promise<number> {
   for (;;) {
     const n = await from.read(buffer);
     if (n === null || n === 0) return total;
-    total += await writeAll(file, buffer.subarray(0, n));
+    await writeAll(file, buffer.subarray(0, n));
+    total += n;
   }
 }
 
@@ -238,7 +233,10 @@ export async function writeFileAtomic(path: string, data: Uint8Array): Promise<v
   const plan = await planWrite(target, info);
   if (plan.kind === "in-place") {
     // No temporary copy of data already in memory.
-    await writeInPlace(target, plan.existing, (file) => writeAll(file, data));
+    await writeInPlace(target, plan.existing, async (file) => {
+      await writeAll(file, data);
+      return data.length;
+    });
     return;
   }
   await replaceAtomically(

@@ -18,7 +18,8 @@
 
 import type { ExactU64 } from "../protocol/decode.ts";
 import type { FsOpenMode } from "../protocol/types.ts";
-import { commitReplacement, statOrNull, tempSibling, writeAll } from "./atomic.ts";
+import { commitReplacement, statOrNull, tempSibling } from "./atomic.ts";
+import { writeAll } from "../util/conn_io.ts";
 import { errnoOf } from "../util/os_error.ts";
 import { errnoError, FsError, fsError, notAFile } from "./errors.ts";
 

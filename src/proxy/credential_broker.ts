@@ -59,24 +59,28 @@ const CREDENTIALS: ReadonlyArray<readonly [string, Family]> = [
   ["OPENAI_API_KEY", "openai"],
 ];
 
-const SHAPES: Record<Family, { prefixes: readonly string[]; fallback: string; minLength: number }> =
-  {
-    github: {
-      prefixes: ["github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
-      fallback: "ghp_",
-      minLength: 40,
-    },
-    github_enterprise: {
-      prefixes: ["github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
-      fallback: "ghp_",
-      minLength: 40,
-    },
-    openai: {
-      prefixes: ["sk-proj-", "sk-svcacct-", "sk-admin-", "sk-"],
-      fallback: "sk-",
-      minLength: 51,
-    },
-  };
+interface Shape {
+  readonly prefixes: readonly string[];
+  readonly fallback: string;
+  readonly minLength: number;
+}
+
+/** Cloud and Enterprise tokens have the same shapes. */
+const GITHUB_SHAPE: Shape = {
+  prefixes: ["github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+  fallback: "ghp_",
+  minLength: 40,
+};
+
+const SHAPES: Record<Family, Shape> = {
+  github: GITHUB_SHAPE,
+  github_enterprise: GITHUB_SHAPE,
+  openai: {
+    prefixes: ["sk-proj-", "sk-svcacct-", "sk-admin-", "sk-"],
+    fallback: "sk-",
+    minLength: 51,
+  },
+};
 
 const GITHUB_CLOUD_HOSTS = new Set(["github.com", "api.github.com", "uploads.github.com"]);
 
