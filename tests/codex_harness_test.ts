@@ -126,6 +126,23 @@ interface CodexConfig {
   readonly serverEnv?: Record<string, string>;
 }
 
+/**
+ * The `net` permission profile's tables: read everything, network on in
+ * full mode with `extra` settings, `domain` allowed.
+ */
+function networkProfile(extra: string[], domain: string): string[] {
+  return [
+    "[permissions.net.filesystem]",
+    '":root" = "read"',
+    "[permissions.net.network]",
+    "enabled = true",
+    'mode = "full"',
+    ...extra,
+    "[permissions.net.network.domains]",
+    `"${domain}" = "allow"`,
+  ];
+}
+
 /** The workspace: hello.txt; OUTSIDE is a sibling directory Codex never writes to. */
 async function codexSession(
   kind: "ours" | "reference",
@@ -274,16 +291,7 @@ Deno.test({
       ];
       const config: CodexConfig = {
         top: ['default_permissions = "net"'],
-        tables: [
-          "[permissions.net.filesystem]",
-          '":root" = "read"',
-          "[permissions.net.network]",
-          "enabled = true",
-          'mode = "full"',
-          "allow_local_binding = true",
-          "[permissions.net.network.domains]",
-          '"localhost" = "allow"',
-        ],
+        tables: networkProfile(["allow_local_binding = true"], "localhost"),
         bareEnv: true,
       };
       const flags = ["--enable", "network_proxy"];
@@ -317,15 +325,7 @@ Deno.test({
     const config: CodexConfig = {
       // Codex masks only commands it runs as `bash -c` (no login shell).
       top: ['default_permissions = "net"', "allow_login_shell = false"],
-      tables: [
-        "[permissions.net.filesystem]",
-        '":root" = "read"',
-        "[permissions.net.network]",
-        "enabled = true",
-        'mode = "full"',
-        "[permissions.net.network.domains]",
-        '"api.github.com" = "allow"',
-      ],
+      tables: networkProfile([], "api.github.com"),
       bareEnv: true,
       serverEnv: { GH_TOKEN: "ghp_realGH000000000000000000000000000000000" },
     };

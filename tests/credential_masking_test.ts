@@ -186,7 +186,7 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
       `curl ${code} ${ent}/enterprise -H "Authorization: Bearer $GH_ENTERPRISE_TOKEN"`,
       `curl ${code} -x "$ALL_PROXY" ${gh}/socks -H "Authorization: Bearer $GH_TOKEN"`,
     ].join("\n");
-    const start = (processId: string, argv: string[]) =>
+    const start = (processId: string, argv: string[], extra: Record<string, unknown> = {}) =>
       c.request("process/start", {
         processId,
         argv,
@@ -221,6 +221,7 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
           },
           auditMetadata: {},
         },
+        ...extra,
       });
     await start("masked", ["/bin/bash", "-c", script]);
     const output = normalize(await readAll(c, "masked"));
@@ -232,34 +233,11 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
     ]);
     const unmasked = await readAll(c, "login");
     // With a shell snapshot (which replays the profile's exports): not masked either.
-    await c.request("process/start", {
-      processId: "snapshot",
-      argv: ["/bin/bash", "-c", 'echo "$GH_TOKEN|$CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE"'],
-      cwd: `file://${dir}`,
-      env: {},
-      envPolicy: {
-        inherit: "all",
-        ignoreDefaultExcludes: true,
-        exclude: [],
-        set: {},
-        includeOnly: [],
-      },
-      tty: false,
-      arg0: null,
-      shellSnapshot: { scopeId: "s", shell: { name: "bash", path: "/bin/bash" } },
-      networkProxy: {
-        proxy: {
-          enabled: true,
-          credentialMasking: true,
-          enableSocks5: false,
-          enableSocks5Udp: false,
-          allowUpstreamProxy: false,
-          dangerouslyAllowAllUnixSockets: false,
-          mode: "full",
-          allowLocalBinding: true,
-        },
-      },
-    });
+    await start(
+      "snapshot",
+      ["/bin/bash", "-c", 'echo "$GH_TOKEN|$CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE"'],
+      { shellSnapshot: { scopeId: "s", shell: { name: "bash", path: "/bin/bash" } } },
+    );
     const snapshot = await readAll(c, "snapshot");
     const seen = [github, openai, ghes].flatMap((o) =>
       o.seen.map((s) =>
