@@ -1,6 +1,7 @@
 /**
  * A connection is a pair of Web streams of JSON-RPC messages plus a `closed`
- * promise. Transports (stdio, a child's pipes, a WebSocket, an encrypted
+ * promise (and, for the peer's hot path, the same inbound messages as a
+ * {@linkcode MessageSource} without stream machinery). Transports (stdio, a child's pipes, a WebSocket, an encrypted
  * relay stream) are functions that turn their medium into this shape; the
  * peer on top knows nothing of the medium.
  *
@@ -22,6 +23,11 @@ export interface CloseInfo {
 export interface Connection {
   /** Decoded inbound messages; ends when the peer goes away. */
   readonly readable: ReadableStream<IncomingMessage>;
+  /**
+   * The same messages as a pull source, when the transport has one (cheaper
+   * than `readable`). A consumer reads one or the other, never both.
+   */
+  readonly source?: MessageSource;
   /** Outbound messages; applies backpressure from the transport. */
   readonly writable: WritableStream<JsonRpcMessage>;
   /** Resolves once, when the connection has ended for any reason. */
@@ -64,12 +70,41 @@ export function closeLatch(): {
   };
 }
 
+/**
+ * Inbound messages pulled one at a time, without Web-stream machinery: a
+ * message already decoded is returned as a plain value (a burst of pipelined
+ * requests costs no promise per message), otherwise a promise. `null` means
+ * the input ended (read errors end it too; `closed` says why). Calls are
+ * serialised by the source: a call made while another is pending waits for
+ * it.
+ */
+export interface MessageSource {
+  /** The next message, or `null` at the end. */
+  next(): IncomingMessage | null | Promise<IncomingMessage | null>;
+  /** Stops reading (the consumer is gone). */
+  cancel(): void;
+}
+
+/** A `ReadableStream` view of `source` (for consumers that want a stream). */
+export function sourceStream(source: MessageSource): ReadableStream<IncomingMessage> {
+  return new ReadableStream<IncomingMessage>({
+    async pull(controller) {
+      const message = await source.next();
+      if (message === null) controller.close();
+      else controller.enqueue(message);
+    },
+    cancel() {
+      source.cancel();
+    },
+  }, { highWaterMark: 0 });
+}
+
 /** The parts every message transport (NDJSON, WebSocket, relay stream) is built from. */
 export interface ConnectionParts {
   /** For logs. */
   readonly label: string;
-  /** Decoded inbound messages. */
-  readonly readable: ReadableStream<IncomingMessage>;
+  /** Decoded inbound messages: a pull source, or a stream. */
+  readonly input: MessageSource | ReadableStream<IncomingMessage>;
   /** Encodes, batches and writes outbound messages. */
   readonly output: OutputSink;
   /** Resolves once, when the connection has ended. */
@@ -82,9 +117,24 @@ export interface ConnectionParts {
 
 /** Assembles a {@linkcode Connection} from a transport's parts. */
 export function messageConnection(parts: ConnectionParts): Connection {
-  const { output } = parts;
+  const { output, input } = parts;
+  if (input instanceof ReadableStream) {
+    return {
+      readable: input,
+      writable: new WritableStream(output.sink),
+      closed: parts.closed,
+      label: parts.label,
+      maxOutgoingBytes: parts.maxOutgoingBytes,
+      flushed: () => output.flushed(),
+      close: (reason = "closed locally") => parts.close(reason),
+    };
+  }
+  let readable: ReadableStream<IncomingMessage> | undefined;
   return {
-    readable: parts.readable,
+    get readable() {
+      return readable ??= sourceStream(input);
+    },
+    source: input,
     writable: new WritableStream(output.sink),
     closed: parts.closed,
     label: parts.label,

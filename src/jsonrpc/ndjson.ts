@@ -12,7 +12,13 @@
  */
 
 import { concatBytes } from "../util/bytes.ts";
-import { type CloseInfo, closeLatch, type Connection, messageConnection } from "./connection.ts";
+import {
+  type CloseInfo,
+  closeLatch,
+  type Connection,
+  messageConnection,
+  type MessageSource,
+} from "./connection.ts";
 import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink, ndjsonFraming } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
@@ -135,52 +141,79 @@ export function ndjsonConnection(
     reader.cancel().catch(() => {});
   };
 
-  const readable = new ReadableStream<IncomingMessage>({
-    async pull(controller) {
-      let produced = 0;
-      let violation: string | null = null;
-      const onLine = (line: Uint8Array) => {
-        if (violation !== null) return;
-        if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
-        if (isBlank(line)) return;
-        let text: string;
-        try {
-          text = decode(line);
-        } catch {
-          violation = "invalid UTF-8 in input";
-          return;
-        }
-        controller.enqueue(decodeMessage(text, prefix, limits));
-        produced++;
-      };
-      while (produced === 0) {
-        let result: ReadableStreamReadResult<Uint8Array>;
-        try {
-          result = await reader.read();
-        } catch (error) {
-          finish({ reason: `read failed: ${(error as Error).message}`, error });
-          controller.close();
-          return;
-        }
-        if (result.done || latch.done) {
-          finish({ reason: "eof" });
-          controller.close();
-          return;
-        }
-        if (!splitter.push(result.value, onLine)) {
-          violation = `line exceeds ${maxLine} bytes`;
-        }
-        if (violation !== null) {
-          finish({ reason: violation });
-          controller.close();
-          return;
-        }
+  // Messages of lines already read, handed out one by one without a promise.
+  let ready: IncomingMessage[] = [];
+  let taken = 0;
+  let reading: Promise<IncomingMessage | null> | null = null;
+  let ended = false;
+
+  /** Reads until at least one message is ready; false at the end. */
+  const fill = async (): Promise<boolean> => {
+    let violation: string | null = null;
+    const onLine = (line: Uint8Array) => {
+      if (violation !== null) return;
+      if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
+      if (isBlank(line)) return;
+      let text: string;
+      try {
+        text = decode(line);
+      } catch {
+        violation = "invalid UTF-8 in input";
+        return;
       }
+      ready.push(decodeMessage(text, prefix, limits));
+    };
+    while (ready.length === 0) {
+      let result: ReadableStreamReadResult<Uint8Array>;
+      try {
+        result = await reader.read();
+      } catch (error) {
+        finish({ reason: `read failed: ${(error as Error).message}`, error });
+        return false;
+      }
+      if (result.done || latch.done) {
+        finish({ reason: "eof" });
+        return false;
+      }
+      if (!splitter.push(result.value, onLine)) {
+        violation = `line exceeds ${maxLine} bytes`;
+      }
+      if (violation !== null) {
+        // Messages before the violation are still delivered, then the end.
+        ended = true;
+        finish({ reason: violation });
+        return ready.length > 0;
+      }
+    }
+    return true;
+  };
+  const take = (): IncomingMessage => {
+    const message = ready[taken]!;
+    if (++taken === ready.length) {
+      ready = [];
+      taken = 0;
+    }
+    return message;
+  };
+  const messages: MessageSource = {
+    next() {
+      if (taken < ready.length) return take();
+      if (reading !== null) return reading.then(() => messages.next());
+      if (ended) return null;
+      reading = fill().then((more) => {
+        reading = null;
+        if (!more) {
+          ended = true;
+          return null;
+        }
+        return take();
+      });
+      return reading;
     },
     cancel() {
       finish({ reason: "closed locally" });
     },
-  }, { highWaterMark: 0 });
+  };
 
   const output$ = createOutputSink(
     ndjsonFraming,
@@ -196,7 +229,7 @@ export function ndjsonConnection(
   });
 
   return messageConnection({
-    readable,
+    input: messages,
     output: output$,
     closed: latch.promise,
     label,

@@ -15,9 +15,10 @@
  * @module
  */
 
-import type { CloseInfo, Connection } from "./connection.ts";
+import type { CloseInfo, Connection, MessageSource } from "./connection.ts";
 import { ConnectionClosedError, JsonRpcCode, RpcError } from "./errors.ts";
 import {
+  type IncomingMessage,
   isFailure,
   isMalformed,
   isNotification,
@@ -116,6 +117,14 @@ interface Pending {
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
   method: string;
+}
+
+/** A stream reader as a {@linkcode MessageSource} (read errors propagate). */
+function readerSource(reader: ReadableStreamDefaultReader<IncomingMessage>): MessageSource {
+  return {
+    next: () => reader.read().then((r) => r.done ? null : r.value),
+    cancel: () => void reader.cancel().catch(() => {}),
+  };
 }
 
 /** A JSON-RPC endpoint over one connection; see the module documentation. */
@@ -309,18 +318,19 @@ export class RpcPeer {
   }
 
   async #readLoop(): Promise<void> {
-    const reader = this.connection.readable.getReader();
+    const reader = this.connection.source ? null : this.connection.readable.getReader();
+    const source = this.connection.source ?? readerSource(reader!);
     try {
       while (this.#closeInfo === null) {
-        let result: ReadableStreamReadResult<import("./message.ts").IncomingMessage>;
+        let msg: IncomingMessage | null;
         try {
-          result = await reader.read();
+          const next = source.next();
+          msg = next instanceof Promise ? await next : next;
         } catch (error) {
           this.#shutdown({ reason: `read failed: ${(error as Error).message}`, error });
           break;
         }
-        if (result.done) break;
-        const msg = result.value;
+        if (msg === null) break;
         if (isMalformed(msg)) {
           this.#logger.debug("jsonrpc.malformed", {
             connection: this.connection.label,
@@ -352,7 +362,7 @@ export class RpcPeer {
         }
       }
     } finally {
-      reader.releaseLock();
+      reader?.releaseLock();
     }
     await this.connection.closed.then((info) => this.#shutdown(info));
   }

@@ -5,7 +5,12 @@
  * @module
  */
 
-import { closeLatch, type Connection, messageConnection } from "./connection.ts";
+import {
+  closeLatch,
+  type Connection,
+  messageConnection,
+  type MessageSource,
+} from "./connection.ts";
 import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
@@ -42,7 +47,6 @@ export function webSocketConnection(
   const limits = options.jsonLimits ?? DEFAULT_JSON_LIMITS;
   const latch = closeLatch();
   const decode = strictUtf8Decoder();
-  const messages = channel.messages.getReader();
 
   channel.closed.then((info) => {
     latch.resolve({
@@ -52,38 +56,31 @@ export function webSocketConnection(
     });
   });
 
-  const readable = new ReadableStream<IncomingMessage>({
-    async pull(controller) {
-      let result: ReadableStreamReadResult<string | Uint8Array>;
+  const incoming = (value: string | Uint8Array | null): IncomingMessage | Promise<null> => {
+    // The end is reported once the channel has settled why.
+    if (value === null) return channel.closed.then(() => null);
+    if (typeof value !== "string") {
       try {
-        result = await messages.read();
-      } catch (error) {
-        latch.resolve({ reason: `read failed: ${(error as Error).message}`, error });
-        controller.close();
-        return;
+        value = decode(value);
+      } catch {
+        return { malformed: `${prefix}: invalid UTF-8 in a binary frame` };
       }
-      if (result.done) {
-        await channel.closed;
-        controller.close();
-        return;
-      }
-      let text: string;
-      if (typeof result.value === "string") {
-        text = result.value;
-      } else {
-        try {
-          text = decode(result.value);
-        } catch {
-          controller.enqueue({ malformed: `${prefix}: invalid UTF-8 in a binary frame` });
-          return;
-        }
-      }
-      controller.enqueue(decodeMessage(text, prefix, limits));
+    }
+    return decodeMessage(value, prefix, limits);
+  };
+  const readFailed = (error: unknown): null => {
+    latch.resolve({ reason: `read failed: ${(error as Error).message}`, error });
+    return null;
+  };
+  const input: MessageSource = {
+    next() {
+      const value = channel.nextMessage();
+      return value instanceof Promise ? value.then(incoming, readFailed) : incoming(value);
     },
     cancel() {
       channel.abort("closed locally");
     },
-  }, { highWaterMark: 0 });
+  };
 
   const output = createOutputSink(
     channel.textFraming,
@@ -94,7 +91,7 @@ export function webSocketConnection(
   channel.closed.then(() => output.fail(new Error("WebSocket closed")));
 
   return messageConnection({
-    readable,
+    input,
     output,
     closed: latch.promise,
     label,
@@ -106,7 +103,7 @@ export function webSocketConnection(
       // Close frame is seen and the handshake ends at once, not at its timeout.
       (async () => {
         try {
-          while (!(await messages.read()).done) { /* discard */ }
+          while ((await channel.nextMessage()) !== null) { /* discard */ }
         } catch { /* ended */ }
       })();
     },

@@ -121,6 +121,8 @@ export class WebSocketChannel {
     | null;
   /** Direct writes, in order. */
   #writeChain: Promise<void> = Promise.resolve();
+  /** Writes started and not yet settled. */
+  #writesInFlight = 0;
   /** BYOB reads land here between payloads (reused, grown; transferred each read). */
   #scratch: Uint8Array = new Uint8Array(0);
   /** Recycled buffers of {@linkcode sendBinaryBatch}. */
@@ -140,6 +142,10 @@ export class WebSocketChannel {
   #fragmentOpcode = -1;
   #pendingFrames: import("./frame.ts").Frame[] = [];
   #leftover: Uint8Array | undefined;
+  /** The read in progress, if any (reads are serialised). */
+  #reading: Promise<WebSocketMessage | null> | null = null;
+  /** Set once {@linkcode nextMessage} is used: that consumer drains at close. */
+  #directConsumer = false;
   #decode = strictUtf8Decoder();
 
   /** Wraps `transport`; the HTTP handshake must already be done. */
@@ -181,7 +187,11 @@ export class WebSocketChannel {
     this.#pongTimeoutMs = options.pongTimeoutMs ?? 0;
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     this.messages = new ReadableStream<WebSocketMessage>({
-      pull: (controller) => this.#pull(controller),
+      pull: async (controller) => {
+        const message = await this.#nextMessage();
+        if (message === null) controller.close();
+        else controller.enqueue(message);
+      },
       cancel: () => this.close(CloseCode.GoingAway, "consumer cancelled"),
     }, { highWaterMark: 0 });
     this.#schedulePing();
@@ -214,17 +224,32 @@ export class WebSocketChannel {
     const bytes = chunks.length === 1 ? chunks[0]! : concatBytes(chunks);
     const direct = this.#direct;
     if (!direct) return this.#writer!.write(bytes);
-    const written = this.#writeChain.then(async () => {
-      if (this.#ended) throw new Error("WebSocket is closed");
-      for (let offset = 0; offset < bytes.length;) {
-        offset += await direct.write(bytes.subarray(offset));
-      }
-    });
+    // With no write in flight the bytes go to the socket now, before the
+    // rest of this turn's work (a reply leaves ahead of its bookkeeping).
+    const written = this.#writesInFlight === 0
+      ? this.#writeAll(direct, bytes)
+      : this.#writeChain.then(() => this.#writeAll(direct, bytes));
+    this.#writesInFlight++;
+    written.then(this.#writeDone, this.#writeDone);
     // A failed write ends the channel; later writes then fail at once.
     this.#writeChain = written.catch(() =>
       this.#end({ code: 1006, reason: "write failed", wasClean: false })
     );
     return written;
+  }
+
+  readonly #writeDone = () => {
+    this.#writesInFlight--;
+  };
+
+  async #writeAll(
+    direct: { write(p: Uint8Array): Promise<number> },
+    bytes: Uint8Array,
+  ): Promise<void> {
+    if (this.#ended) throw new Error("WebSocket is closed");
+    for (let offset = 0; offset < bytes.length;) {
+      offset += await direct.write(bytes.subarray(offset));
+    }
   }
 
   /**
@@ -356,6 +381,8 @@ export class WebSocketChannel {
     }
     const timer = setTimeout(() => this.#end({ code, reason, wasClean: false }), timeoutMs);
     try {
+      // The consumer reading messages directly sees the end itself.
+      if (this.#directConsumer) throw new Error("read directly");
       // Keep reading until the peer's Close frame (or EOF) ends the channel.
       const sink = this.messages.getReader();
       try {
@@ -401,29 +428,63 @@ export class WebSocketChannel {
     this.#end({ code: error.closeCode, reason: error.message, wasClean: false });
   }
 
-  async #pull(controller: ReadableStreamDefaultController<WebSocketMessage>): Promise<void> {
-    for (;;) {
-      if (this.#ended) {
-        controller.close();
-        return;
+  /**
+   * The next data message, or `null` once the channel has ended: a plain
+   * value when a complete frame is already parsed, else a promise. Calls are
+   * serialised (a call while another is pending waits for it). For a single
+   * consumer in place of {@linkcode messages}, without its stream machinery.
+   */
+  nextMessage(): WebSocketMessage | null | Promise<WebSocketMessage | null> {
+    this.#directConsumer = true;
+    return this.#nextMessage();
+  }
+
+  #nextMessage(): WebSocketMessage | null | Promise<WebSocketMessage | null> {
+    if (this.#reading !== null) {
+      const again = () => this.#nextMessage();
+      return this.#reading.then(again, again);
+    }
+    const frame = this.#pendingFrames[0];
+    if (
+      frame !== undefined && !this.#ended && frame.fin && this.#fragmentOpcode === -1 &&
+      frame.payload.length <= this.maxMessageBytes
+    ) {
+      // A complete data frame is waiting: no promise.
+      if (frame.opcode === Opcode.Binary) {
+        this.#pendingFrames.shift();
+        return frame.payload;
       }
+      if (frame.opcode === Opcode.Text) {
+        try {
+          const text = this.#decode(frame.payload);
+          this.#pendingFrames.shift();
+          return text;
+        } catch { /* invalid UTF-8: the general path below fails the channel */ }
+      }
+    }
+    const reading = this.#next();
+    this.#reading = reading;
+    const done = () => {
+      if (this.#reading === reading) this.#reading = null;
+    };
+    reading.then(done, done);
+    return reading;
+  }
+
+  async #next(): Promise<WebSocketMessage | null> {
+    for (;;) {
+      if (this.#ended) return null;
       while (this.#pendingFrames.length > 0) {
         const frame = this.#pendingFrames.shift()!;
         let message: WebSocketMessage | null;
         try {
           message = await this.#handleFrame(frame);
         } catch (error) {
-          if (await this.#failedOn(error, controller)) return;
+          if (await this.#failedOn(error)) return null;
           throw error;
         }
-        if (this.#ended) {
-          controller.close();
-          return;
-        }
-        if (message !== null) {
-          controller.enqueue(message);
-          return;
-        }
+        if (this.#ended) return null;
+        if (message !== null) return message;
       }
       let chunk: Uint8Array;
       let direct = false;
@@ -468,8 +529,7 @@ export class WebSocketChannel {
             reason: "connection closed without a close frame",
             wasClean: false,
           });
-          controller.close();
-          return;
+          return null;
         }
         chunk = result.value;
       }
@@ -478,20 +538,16 @@ export class WebSocketChannel {
           ...(direct ? this.#parser.filledTail(chunk) : this.#parser.push(chunk)),
         );
       } catch (error) {
-        if (await this.#failedOn(error, controller)) return;
+        if (await this.#failedOn(error)) return null;
         throw error;
       }
     }
   }
 
   /** Ends the channel on a protocol violation (its close code sent); false for other errors. */
-  async #failedOn(
-    error: unknown,
-    controller: ReadableStreamDefaultController<WebSocketMessage>,
-  ): Promise<boolean> {
+  async #failedOn(error: unknown): Promise<boolean> {
     if (!(error instanceof WebSocketProtocolError)) return false;
     await this.#fail(error);
-    controller.close();
     return true;
   }
 

@@ -166,7 +166,7 @@ class RelayStream implements SecureStream {
       { reuseBuffers: true, alone: isTracedRequest },
     );
     this.connection = messageConnection({
-      readable,
+      input: readable,
       output: this.#output,
       closed: this.#latch.promise,
       label: options.label,
