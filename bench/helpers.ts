@@ -36,13 +36,18 @@ export class Server {
   }
 
   async #pump() {
-    let buffered = "";
-    for await (const text of this.child.stdout.pipeThrough(new TextDecoderStream())) {
-      buffered += text;
+    // Pieces of an unfinished line, joined once its newline arrives: a long
+    // line (a 64 MiB file's base64) costs linear time.
+    let pieces: string[] = [];
+    for await (const chunk of this.child.stdout.pipeThrough(new TextDecoderStream())) {
+      let text = chunk;
       let nl;
-      while ((nl = buffered.indexOf("\n")) >= 0) {
-        const msg = JSON.parse(buffered.slice(0, nl)) as Json;
-        buffered = buffered.slice(nl + 1);
+      while ((nl = text.indexOf("\n")) >= 0) {
+        pieces.push(text.slice(0, nl));
+        text = text.slice(nl + 1);
+        const line = pieces.join("");
+        pieces = [];
+        const msg = JSON.parse(line) as Json;
         const key = "id" in msg && !("method" in msg)
           ? `id:${msg.id}`
           : msg.method === "process/closed"
@@ -53,6 +58,7 @@ export class Server {
           this.#waiting.delete(key);
         }
       }
+      if (text) pieces.push(text);
     }
   }
 
