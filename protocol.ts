@@ -43,6 +43,7 @@ export {
   type Connection,
   type ConnectionParts,
   messageConnection,
+  type MessageSource,
 } from "./src/jsonrpc/connection.ts";
 export {
   createOutputSink,
