@@ -5,8 +5,8 @@
  * filesystems, see `src/fs/quick_meta.ts`), `JSON.stringify` — no peer, lanes,
  * sessions, output batching or strict JSON. Only for measuring what the
  * full server costs on top (`exec_bench.ts --ws … --vs-ws "deno run -A
- * bench/minimal_ws_server.ts"`); it answers `initialize` and
- * `fs/getMetadata` only.
+ * bench/minimal_ws_server.ts"`); it answers `initialize`,
+ * `fs/getMetadata` and a bare `process/start` (stdout only).
  *
  * @module
  */
@@ -30,12 +30,17 @@ async function serve(conn: Deno.Conn) {
   ));
   const parser = new FrameParser({ maxFramePayload: 16 << 20, expectMasked: true });
   const buffer = new Uint8Array(64 * 1024);
-  const send = async (message: unknown) => {
+  // Writes in order: a partial write is finished before the next starts.
+  let writing: Promise<void> = Promise.resolve();
+  const send = (message: unknown): Promise<void> => {
     const frame = encodeFrame(Opcode.Text, enc.encode(JSON.stringify(message)), false);
     const bytes = new Uint8Array(frame.reduce((n, p) => n + p.length, 0));
     let at = 0;
     for (const part of frame) bytes.set(part, (at += part.length) - part.length);
-    for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
+    writing = writing.then(async () => {
+      for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
+    });
+    return writing;
   };
   let pending = head.leftover;
   for (;;) {
@@ -68,11 +73,50 @@ async function serve(conn: Deno.Conn) {
             modifiedAtMs: info.mtime?.getTime() ?? 0,
           },
         });
+      } else if (msg.method === "process/start") {
+        await send({ jsonrpc: "2.0", id: msg.id, result: { processId: msg.params.processId } });
+        run(msg.params, send);
       } else {
         await send({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "no" } });
       }
     }
   }
+}
+
+/**
+ * `process/start` at its floor: the child's stdout read in 64 KiB pieces,
+ * each sent as a base64 `process/output` (one `toBase64`, one string, one
+ * frame), then `process/exited` and `process/closed`. No stderr, stdin,
+ * process groups, history or backpressure beyond awaiting each write.
+ */
+async function run(
+  params: { processId: string; argv: string[]; env: Record<string, string> },
+  send: (message: unknown) => Promise<void>,
+) {
+  const [program, ...args] = params.argv;
+  const child = new Deno.Command(program!, {
+    args,
+    env: params.env,
+    clearEnv: true,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  const processId = params.processId;
+  let seq = 0;
+  const reader = child.stdout.getReader({ mode: "byob" });
+  for (;;) {
+    const { value, done } = await reader.read(new Uint8Array(64 * 1024));
+    if (done) break;
+    await send({
+      jsonrpc: "2.0",
+      method: "process/output",
+      params: { processId, seq: ++seq, stream: "stdout", chunk: value.toBase64() },
+    });
+  }
+  const { code } = await child.status;
+  await send({ jsonrpc: "2.0", method: "process/exited", params: { processId, exitCode: code } });
+  await send({ jsonrpc: "2.0", method: "process/closed", params: { processId } });
 }
 
 for await (const conn of listener) serve(conn).catch(() => {}).finally(() => conn.close());
