@@ -1,9 +1,10 @@
 /**
  * A connection is a pair of Web streams of JSON-RPC messages plus a `closed`
  * promise (and, for the peer's hot path, the same inbound messages as a
- * {@linkcode MessageSource} without stream machinery). Transports (stdio, a child's pipes, a WebSocket, an encrypted
- * relay stream) are functions that turn their medium into this shape; the
- * peer on top knows nothing of the medium.
+ * {@linkcode MessageSource} without stream machinery). Transports (stdio, a
+ * child's pipes, a WebSocket, an encrypted relay stream) are functions that
+ * turn their medium into this shape; the peer on top knows nothing of the
+ * medium.
  *
  * @module
  */
@@ -118,23 +119,14 @@ export interface ConnectionParts {
 /** Assembles a {@linkcode Connection} from a transport's parts. */
 export function messageConnection(parts: ConnectionParts): Connection {
   const { output, input } = parts;
-  if (input instanceof ReadableStream) {
-    return {
-      readable: input,
-      writable: new WritableStream(output.sink),
-      closed: parts.closed,
-      label: parts.label,
-      maxOutgoingBytes: parts.maxOutgoingBytes,
-      flushed: () => output.flushed(),
-      close: (reason = "closed locally") => parts.close(reason),
-    };
-  }
-  let readable: ReadableStream<IncomingMessage> | undefined;
+  const source = input instanceof ReadableStream ? undefined : input;
+  let readable = input instanceof ReadableStream ? input : undefined;
   return {
+    // A stream over the source only for a consumer that asks for one.
     get readable() {
-      return readable ??= sourceStream(input);
+      return readable ??= sourceStream(source!);
     },
-    source: input,
+    ...(source ? { source } : {}),
     writable: new WritableStream(output.sink),
     closed: parts.closed,
     label: parts.label,

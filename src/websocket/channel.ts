@@ -381,17 +381,21 @@ export class WebSocketChannel {
     }
     const timer = setTimeout(() => this.#end({ code, reason, wasClean: false }), timeoutMs);
     try {
-      // The consumer reading messages directly sees the end itself.
-      if (this.#directConsumer) throw new Error("read directly");
-      // Keep reading until the peer's Close frame (or EOF) ends the channel.
-      const sink = this.messages.getReader();
-      try {
-        while (!(await sink.read()).done) { /* discard */ }
-      } finally {
-        sink.releaseLock();
+      // A consumer (nextMessage, or a reader holding the stream) sees the
+      // end itself; otherwise keep reading until the peer's Close frame (or
+      // EOF) ends the channel.
+      if (this.#directConsumer || this.messages.locked) {
+        await this.closed;
+      } else {
+        const sink = this.messages.getReader();
+        try {
+          while (!(await sink.read()).done) { /* discard */ }
+        } finally {
+          sink.releaseLock();
+        }
       }
     } catch {
-      // The stream was locked by a consumer that will see the end itself.
+      // Reading failed: the channel ends anyway.
       await this.closed;
     } finally {
       clearTimeout(timer);
