@@ -53,6 +53,7 @@ export {
   type OutputSinkOptions,
 } from "./src/jsonrpc/output_sink.ts";
 export { ndjsonConnection, type NdjsonOptions } from "./src/jsonrpc/ndjson.ts";
+export type { ByteReader } from "./src/util/conn_io.ts";
 export {
   webSocketConnection,
   type WebSocketConnectionOptions,

@@ -20,6 +20,7 @@ export {
   type ResolvedExecServerOptions,
 } from "./src/server/exec_server.ts";
 export { serveStdio, type StdioServeOptions } from "./src/server/listen_stdio.ts";
+export type { ByteReader } from "./src/util/conn_io.ts";
 export {
   listenWebSocket,
   type WebSocketListener,

@@ -73,3 +73,35 @@ Deno.test("message source (NDJSON): lines before an over-long one are delivered,
   assertEquals((await conn.closed).reason, "line exceeds 64 bytes");
   await writer.abort().catch(() => {});
 });
+
+Deno.test("message source (NDJSON): a direct reader's buffer is reused safely across split lines", async () => {
+  // Each read fills the caller's buffer with the next piece: lines split
+  // across reads must survive the buffer being overwritten.
+  const pieces = [
+    '{"id":1,"method":"alpha"}\n{"id":2,"me',
+    'thod":"beta"}\n{"id":3',
+    ',"method":"gamma"}\n',
+  ];
+  let seen: Uint8Array | undefined;
+  const input = {
+    read(p: Uint8Array): Promise<number | null> {
+      if (seen !== undefined) assert(seen.buffer === p.buffer, "one buffer for every read");
+      seen = p;
+      const piece = pieces.shift();
+      if (piece === undefined) return Promise.resolve(null);
+      const bytes = enc.encode(piece);
+      p.fill(0x78); // garbage beyond what is read
+      p.set(bytes);
+      return Promise.resolve(bytes.length);
+    },
+  };
+  const conn = ndjsonConnection(input, new WritableStream());
+  const source = conn.source!;
+  const all = [];
+  for (let m = await source.next(); m !== null; m = await source.next()) all.push(m);
+  assertEquals(all, [{ id: 1, method: "alpha" }, { id: 2, method: "beta" }, {
+    id: 3,
+    method: "gamma",
+  }]);
+  assertEquals((await conn.closed).reason, "eof");
+});

@@ -12,6 +12,7 @@
  */
 
 import { concatBytes } from "../util/bytes.ts";
+import type { ByteReader } from "../util/conn_io.ts";
 import {
   type CloseInfo,
   closeLatch,
@@ -118,10 +119,11 @@ export class LineSplitter {
 
 /**
  * Builds a {@linkcode Connection} over newline-delimited JSON carried by
- * `input` and `output`.
+ * `input` and `output`. `input` may be a byte stream or, cheaper, a reader
+ * like `Deno.stdin` (one read operation per chunk into a reused buffer).
  */
 export function ndjsonConnection(
-  input: ReadableStream<Uint8Array>,
+  input: ReadableStream<Uint8Array> | ByteReader,
   output: WritableStream<Uint8Array>,
   options: NdjsonOptions = {},
 ): Connection {
@@ -132,13 +134,24 @@ export function ndjsonConnection(
   const latch = closeLatch();
   const decode = strictUtf8Decoder();
   const splitter = new LineSplitter(maxLine);
-  const reader = input.getReader();
+  const direct = input instanceof ReadableStream ? null : input;
+  const reader = input instanceof ReadableStream ? input.getReader() : null;
+  const buffer = direct ? new Uint8Array(64 * 1024) : null;
+  /** The next chunk (a view of the reused buffer when reading directly), null at the end. */
+  const readChunk = async (): Promise<Uint8Array | null> => {
+    if (direct) {
+      const n = await direct.read(buffer!);
+      return n === null ? null : buffer!.subarray(0, n);
+    }
+    const result = await reader!.read();
+    return result.done ? null : result.value;
+  };
   const writer = output.getWriter();
 
   const finish = (info: CloseInfo) => {
     if (latch.done) return;
     latch.resolve(info);
-    reader.cancel().catch(() => {});
+    reader?.cancel().catch(() => {});
   };
 
   // Messages of lines already read, handed out one by one without a promise.
@@ -164,18 +177,20 @@ export function ndjsonConnection(
       ready.push(decodeMessage(text, prefix, limits));
     };
     while (ready.length === 0) {
-      let result: ReadableStreamReadResult<Uint8Array>;
+      let chunk: Uint8Array | null;
       try {
-        result = await reader.read();
+        chunk = await readChunk();
       } catch (error) {
         finish({ reason: `read failed: ${(error as Error).message}`, error });
         return false;
       }
-      if (result.done || latch.done) {
+      if (chunk === null || latch.done) {
         finish({ reason: "eof" });
         return false;
       }
-      if (!splitter.push(result.value, onLine)) {
+      // Lines are decoded as they are found and the splitter copies an
+      // unfinished one: the buffer is free again once push returns.
+      if (!splitter.push(chunk, onLine)) {
         violation = `line exceeds ${maxLine} bytes`;
       }
       if (violation !== null) {

@@ -8,12 +8,13 @@
 
 import type { CloseInfo } from "../jsonrpc/connection.ts";
 import { ndjsonConnection } from "../jsonrpc/ndjson.ts";
+import type { ByteReader } from "../util/conn_io.ts";
 import type { ExecServer } from "./exec_server.ts";
 
 /** Options for {@linkcode serveStdio}. */
 export interface StdioServeOptions {
-  /** Input bytes. Default: `Deno.stdin.readable`. */
-  readonly input?: ReadableStream<Uint8Array>;
+  /** Input bytes. Default: `Deno.stdin` (read directly). */
+  readonly input?: ReadableStream<Uint8Array> | ByteReader;
   /** Output bytes. Default: `Deno.stdout.writable`. */
   readonly output?: WritableStream<Uint8Array>;
 }
@@ -24,7 +25,7 @@ export async function serveStdio(
   options: StdioServeOptions = {},
 ): Promise<CloseInfo> {
   const connection = ndjsonConnection(
-    options.input ?? Deno.stdin.readable,
+    options.input ?? Deno.stdin,
     options.output ?? Deno.stdout.writable,
     {
       label: "stdio",

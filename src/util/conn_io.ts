@@ -10,6 +10,12 @@
 
 import { acceptConnections, type ConnectionLoop } from "./accept_loop.ts";
 
+/** Something bytes can be read from into the caller's buffer, like `Deno.stdin`. */
+export interface ByteReader {
+  /** Reads some bytes into `p`; returns how many, or `null` at the end. */
+  read(p: Uint8Array): Promise<number | null>;
+}
+
 /** Something bytes can be written to, like `Deno.Conn`. */
 export interface ByteWriter {
   /** Writes some bytes; returns how many. */
