@@ -482,7 +482,11 @@ export class WebSocketChannel {
         const frame = this.#pendingFrames.shift()!;
         let message: WebSocketMessage | null;
         try {
-          message = await this.#handleFrame(frame);
+          // A whole data frame needs no await (control frames may write).
+          message = frame.fin && this.#fragmentOpcode === -1 &&
+              (frame.opcode === Opcode.Text || frame.opcode === Opcode.Binary)
+            ? this.#complete(frame.opcode, frame.payload)
+            : await this.#handleFrame(frame);
         } catch (error) {
           if (await this.#failedOn(error)) return null;
           throw error;
