@@ -12,6 +12,7 @@
  */
 
 import { concatBytes } from "../util/bytes.ts";
+import { type ByteWriter, writeAll } from "../util/conn_io.ts";
 import {
   applyMask,
   CloseCode,
@@ -242,14 +243,9 @@ export class WebSocketChannel {
     this.#writesInFlight--;
   };
 
-  async #writeAll(
-    direct: { write(p: Uint8Array): Promise<number> },
-    bytes: Uint8Array,
-  ): Promise<void> {
+  async #writeAll(direct: ByteWriter, bytes: Uint8Array): Promise<void> {
     if (this.#ended) throw new Error("WebSocket is closed");
-    for (let offset = 0; offset < bytes.length;) {
-      offset += await direct.write(bytes.subarray(offset));
-    }
+    await writeAll(direct, bytes);
   }
 
   /**
@@ -449,22 +445,13 @@ export class WebSocketChannel {
       return this.#reading.then(again, again);
     }
     const frame = this.#pendingFrames[0];
-    if (
-      frame !== undefined && !this.#ended && frame.fin && this.#fragmentOpcode === -1 &&
-      frame.payload.length <= this.maxMessageBytes
-    ) {
+    if (frame !== undefined && !this.#ended && this.#isWholeData(frame)) {
       // A complete data frame is waiting: no promise.
-      if (frame.opcode === Opcode.Binary) {
+      try {
+        const message = this.#complete(frame.opcode, frame.payload);
         this.#pendingFrames.shift();
-        return frame.payload;
-      }
-      if (frame.opcode === Opcode.Text) {
-        try {
-          const text = this.#decode(frame.payload);
-          this.#pendingFrames.shift();
-          return text;
-        } catch { /* invalid UTF-8: the general path below fails the channel */ }
-      }
+        return message;
+      } catch { /* over the limit or invalid UTF-8: the general path fails the channel */ }
     }
     const reading = this.#next();
     this.#reading = reading;
@@ -483,8 +470,7 @@ export class WebSocketChannel {
         let message: WebSocketMessage | null;
         try {
           // A whole data frame needs no await (control frames may write).
-          message = frame.fin && this.#fragmentOpcode === -1 &&
-              (frame.opcode === Opcode.Text || frame.opcode === Opcode.Binary)
+          message = this.#isWholeData(frame)
             ? this.#complete(frame.opcode, frame.payload)
             : await this.#handleFrame(frame);
         } catch (error) {
@@ -557,6 +543,12 @@ export class WebSocketChannel {
     if (!(error instanceof WebSocketProtocolError)) return false;
     await this.#fail(error);
     return true;
+  }
+
+  /** A text or binary frame that is a message on its own (not a fragment). */
+  #isWholeData(frame: import("./frame.ts").Frame): boolean {
+    return frame.fin && this.#fragmentOpcode === -1 &&
+      (frame.opcode === Opcode.Text || frame.opcode === Opcode.Binary);
   }
 
   /** Handles one frame; returns a completed data message, if any. */
