@@ -6,50 +6,13 @@
 
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import { fakeModel, type Json, toolOutputs, type Turn } from "./helpers/fake_model.ts";
-import { referenceBin, referenceHome, scratchRoot } from "./helpers/reference.ts";
-import { CLI } from "./helpers/wire_client.ts";
+import { referenceBin, scratchRoot } from "./helpers/reference.ts";
+import { startWsServer } from "./helpers/ws_server.ts";
 import { httpOrigin } from "./helpers/proxy.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 
 const REF = referenceBin();
 const CACHE = scratchRoot();
-
-/** Starts an exec-server on a WebSocket and returns its URL. */
-async function startServer(kind: "ours" | "reference", env: Record<string, string> = {}) {
-  const child = kind === "ours"
-    ? new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", CLI, "serve", "--listen", "ws://127.0.0.1:0", "--log-level", "warn"],
-      env,
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn()
-    : new Deno.Command(REF!, {
-      args: ["exec-server", "--listen", "ws://127.0.0.1:0"],
-      env: { CODEX_HOME: referenceHome(), ...env },
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-  const logs: string[] = [];
-  const found = Promise.withResolvers<string>();
-  const watch = async (stream: ReadableStream<Uint8Array>) => {
-    for await (const text of stream.pipeThrough(new TextDecoderStream())) {
-      logs.push(text);
-      const url = logs.join("").match(/ws:\/\/127\.0\.0\.1:\d+/);
-      if (url) found.resolve(url[0]);
-    }
-  };
-  const pumps = Promise.all([watch(child.stdout), watch(child.stderr)]);
-  child.status.then(() => found.reject(new Error(`server exited: ${logs.join("")}`)));
-  const url = await found.promise;
-  return {
-    url,
-    async [Symbol.asyncDispose]() {
-      child.kill("SIGTERM");
-      await child.status;
-      await pumps;
-    },
-  };
-}
 
 interface Session {
   /** The tool outputs of the last request, normalized. */
@@ -164,7 +127,7 @@ async function codexSession(
       // The server ends before the workspace is inspected: sandboxed file
       // operations run in a worker whose read-only placeholders (.codex …)
       // exist on the host while it lives.
-      await using server = await startServer(kind, config.serverEnv);
+      await using server = await startWsServer(kind, { env: config.serverEnv });
       outputs = await runCodex(
         base,
         model.baseUrl,

@@ -9,6 +9,9 @@
  * Handlers start synchronously in arrival order, so work they do before
  * their first `await` is ordered. A handler that waits for a long time
  * (a long poll) wraps the wait in `ctx.idle()` to give its slot back.
+ * Requests that share an ordering key (the process or file handle they are
+ * about) take effect in arrival order whatever their lanes: each starts
+ * only once the previous one with that key has finished or gone idle.
  * When too many requests are queued the peer stops reading, so a flooding
  * client is slowed by its own transport.
  *
@@ -82,6 +85,15 @@ export interface RpcPeerOptions {
    * it completes (used before a handshake is finished).
    */
   readonly inline?: (method: string) => boolean;
+  /**
+   * The ordering key of a request (what it is about: a process, a file
+   * handle), or null. A request with a key starts only once the request
+   * with the same key that arrived before it has finished or gone idle
+   * (`ctx.idle`), whatever their lanes: so a `process/terminate` cannot
+   * overtake the `process/start` it follows, while a long poll does not
+   * hold up what comes after it.
+   */
+  readonly orderKey?: (method: string, params: unknown) => string | null;
   /** Requests queued (all lanes) before the peer stops reading. Default 1024. */
   readonly maxQueued?: number;
   /** Where to log. */
@@ -141,6 +153,8 @@ export class RpcPeer {
   #concurrency: number;
   #lanes = new Map<string, Lane>();
   #queued = 0;
+  /** Per ordering key: settles when the last request with that key lets the next one start. */
+  #orderTails = new Map<string, Promise<void>>();
   #queueSpace: PromiseWithResolvers<void> | null = null;
   #pending = new Map<number, Pending>();
   #nextId = 1;
@@ -422,15 +436,41 @@ export class RpcPeer {
     this.#queued++;
     return new Promise<void>((resolve) =>
       lane.queue.push(() => {
-        this.#queued--;
-        if (this.#queueSpace && this.#queued < (this.#options.maxQueued ?? 1024)) {
-          this.#queueSpace.resolve();
-          this.#queueSpace = null;
-        }
+        this.#unqueue();
         lane.active++;
         resolve();
       })
     );
+  }
+
+  /** One queued request less; reading resumes once the queue has room. */
+  #unqueue(): void {
+    this.#queued--;
+    if (this.#queueSpace && this.#queued < (this.#options.maxQueued ?? 1024)) {
+      this.#queueSpace.resolve();
+      this.#queueSpace = null;
+    }
+  }
+
+  /**
+   * Takes `key`'s turn for a request that just arrived: what to wait for
+   * before it starts (null: nothing), and the callback that lets the next
+   * request with that key start.
+   */
+  #takeTurn(key: string): { after: Promise<void> | null; pass: () => void } {
+    const after = this.#orderTails.get(key) ?? null;
+    const gate = Promise.withResolvers<void>();
+    this.#orderTails.set(key, gate.promise);
+    let passed = false;
+    return {
+      after,
+      pass: () => {
+        if (passed) return;
+        passed = true;
+        if (this.#orderTails.get(key) === gate.promise) this.#orderTails.delete(key);
+        gate.resolve();
+      },
+    };
   }
 
   #release(lane: Lane): void {
@@ -443,14 +483,36 @@ export class RpcPeer {
   #dispatch(req: JsonRpcRequest): Promise<void> | null {
     const inline = this.#options.inline?.(req.method) ?? false;
     const lane = this.#lane(inline ? "\0inline" : this.#options.laneOf?.(req.method) ?? "default");
-    const waiting = this.#acquire(lane);
-    const run = waiting === null ? this.#run(req, lane) : waiting.then(() => this.#run(req, lane));
+    const key = this.#options.orderKey?.(req.method, req.params) ?? null;
+    const turn = key === null ? null : this.#takeTurn(key);
+    const start = () => {
+      const waiting = this.#acquire(lane);
+      return waiting === null
+        ? this.#run(req, lane, turn)
+        : waiting.then(() => this.#run(req, lane, turn));
+    };
+    let run: Promise<void>;
+    if (turn?.after) {
+      // Its turn comes after an earlier request about the same thing; it
+      // counts as queued (a flood of them stops reading) until then.
+      this.#queued++;
+      run = turn.after.then(() => {
+        this.#unqueue();
+        return start();
+      });
+    } else {
+      run = start();
+    }
     this.#inFlight.add(run);
     run.finally(() => this.#inFlight.delete(run));
     return inline ? run : null;
   }
 
-  async #run(req: JsonRpcRequest, lane: Lane): Promise<void> {
+  async #run(
+    req: JsonRpcRequest,
+    lane: Lane,
+    turn: { pass: () => void } | null,
+  ): Promise<void> {
     let holding = true;
     const after: Array<() => void> = [];
     const ctx: RequestContext = {
@@ -459,6 +521,8 @@ export class RpcPeer {
       method: req.method,
       signal: this.#abort.signal,
       idle: async <T>(wait: Promise<T>): Promise<T> => {
+        // Waiting for something outside: the request has taken effect.
+        turn?.pass();
         if (holding) {
           holding = false;
           this.#release(lane);
@@ -474,6 +538,7 @@ export class RpcPeer {
     };
     const started = this.#logger.enabled("debug") ? performance.now() : 0;
     const release = () => {
+      turn?.pass();
       if (holding) {
         holding = false;
         this.#release(lane);

@@ -378,17 +378,24 @@ export class ManagedProcess {
   /** Sends a signal to the process group; false when the child has exited. */
   signal(name: SignalName): boolean {
     if (this.exited) return false;
-    return this.#signal(SIGNALS[name]) || this.#signalLeader(SIGNALS[name]);
+    return this.#reach(this.#signal, SIGNALS[name]);
   }
 
   /**
-   * Signals the whole group; before the child has become a group leader (a
-   * terminal child does so only when `setsid` runs) the group does not exist
-   * yet, so the child itself is signalled. Its pid cannot have been reused:
-   * it is not reaped yet.
+   * Signals the whole group (through `toGroup`); before the child has become
+   * a group leader (it does so when `setsid` runs, just after the spawn) the
+   * group does not exist yet, so the child itself is signalled — and then the
+   * group once more: the child may have become its leader, and forked,
+   * between the two. Its pid cannot have been reused: it is not reaped yet.
    */
+  #reach(toGroup: (signal: Deno.Signal) => boolean, signal: Deno.Signal): boolean {
+    if (toGroup(signal)) return true;
+    const leader = this.#signalLeader(signal);
+    return toGroup(signal) || leader;
+  }
+
   #signalTree(signal: Deno.Signal): void {
-    if (!signalGroup(this.pid, signal)) this.#signalLeader(signal);
+    this.#reach((sig) => signalGroup(this.pid, sig), signal);
   }
 
   #signalLeader(signal: Deno.Signal): boolean {

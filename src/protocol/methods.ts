@@ -90,3 +90,33 @@ export const CONTROL_METHODS: ReadonlySet<string> = new Set([
   Method.ProcessResumeOutput,
   Method.FsClose,
 ]);
+
+/**
+ * What a request is about, for ordering: `process/*` requests name a
+ * process (`processId`), file-handle requests a handle (`handleId`).
+ * Requests about the same one take effect in arrival order, across lanes
+ * (a `process/terminate` pipelined behind its `process/start` waits for it).
+ */
+const ORDERED_BY: ReadonlyMap<string, "processId" | "handleId"> = new Map([
+  [Method.ProcessStart, "processId"],
+  [Method.ProcessRead, "processId"],
+  [Method.ProcessWrite, "processId"],
+  [Method.ProcessSignal, "processId"],
+  [Method.ProcessTerminate, "processId"],
+  [Method.ProcessCloseStdin, "processId"],
+  [Method.ProcessResize, "processId"],
+  [Method.ProcessPauseOutput, "processId"],
+  [Method.ProcessResumeOutput, "processId"],
+  [Method.FsOpen, "handleId"],
+  [Method.FsReadBlock, "handleId"],
+  [Method.FsWriteBlock, "handleId"],
+  [Method.FsClose, "handleId"],
+]);
+
+/** The ordering key of a request (see `ORDERED_BY`), or null when it has none. */
+export function orderKeyOf(method: string, params: unknown): string | null {
+  const field = ORDERED_BY.get(method);
+  if (field === undefined || typeof params !== "object" || params === null) return null;
+  const id = (params as Record<string, unknown>)[field];
+  return typeof id === "string" ? `${field}\0${id}` : null;
+}

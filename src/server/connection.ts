@@ -12,7 +12,13 @@ import { type RequestContext, RpcPeer } from "../jsonrpc/peer.ts";
 import { decodeParams } from "../protocol/decode.ts";
 import { initializeParams } from "../protocol/decoders.ts";
 import { invalidRequest, methodNotFound } from "../protocol/errors.ts";
-import { ClientNotification, CONTROL_METHODS, Method, methodFamily } from "../protocol/methods.ts";
+import {
+  ClientNotification,
+  CONTROL_METHODS,
+  Method,
+  methodFamily,
+  orderKeyOf,
+} from "../protocol/methods.ts";
 import type { InitializeResult } from "../protocol/types.ts";
 import type { Logger } from "../log/logger.ts";
 import type { ServerState } from "./server_state.ts";
@@ -62,6 +68,7 @@ export class ServerConnection {
       onNotification: (method) => this.#onNotification(method),
       concurrency: server.options.concurrency,
       laneOf: (method) => CONTROL_METHODS.has(method) ? "control" : "ordinary",
+      orderKey: orderKeyOf,
       inline: () => this.#state !== "ready",
       logger: this.#logger,
       tracer: server.tracer,

@@ -441,3 +441,27 @@ export function jsonLines(stream: ReadableStream<Uint8Array>) {
     cancel: () => lines.cancel(),
   };
 }
+
+/**
+ * Pids of live (not zombie) processes whose environment holds `marker`
+ * (give the processes a test starts a variable with a fresh value, and
+ * their descendants inherit it): what outlived a test, seen from outside.
+ */
+export function livingWithMarker(marker: string): number[] {
+  const found: number[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const pid = Number(entry.name);
+    try {
+      if (Deno.readTextFileSync(`/proc/${pid}/environ`).includes(marker) && !isDead(pid)) {
+        found.push(pid);
+      }
+    } catch { /* gone, or a kernel thread */ }
+  }
+  return found;
+}
+
+/** A fresh marker value for {@linkcode livingWithMarker}. */
+export function freshMarker(): string {
+  return `exec-server-test-${crypto.randomUUID()}`;
+}
