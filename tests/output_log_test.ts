@@ -1,7 +1,5 @@
 import { assert, assertEquals } from "./helpers/assert.ts";
 import { HistoryBudget, OutputLog } from "../src/process/output_log.ts";
-import { CLI, eventually } from "./helpers/wire_client.ts";
-import { connect } from "../src/client/client.ts";
 
 const chunk = (n: number) => ({
   kind: "output" as const,
@@ -39,50 +37,6 @@ Deno.test("output log: processes share a history budget; the oldest histories go
   assertEquals(budget.total, 0);
 });
 
-/** The process whose environment carries `marker`. */
-function serverPid(marker: string): number {
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      if (Deno.readTextFileSync(`/proc/${entry.name}/environ`).includes(marker)) {
-        return Number(entry.name);
-      }
-    } catch { /* gone or not ours */ }
-  }
-  throw new Error("server process not found");
-}
-
-Deno.test("server memory: after a burst of large replies, an idle server gives the memory back", async () => {
-  const dir = await Deno.makeTempDir();
-  const marker = `memory-test-${crypto.randomUUID()}`;
-  await using client = await connect({
-    command: {
-      program: Deno.execPath(),
-      args: ["run", "-A", CLI, "serve", "--listen", "stdio", "--log-level", "error"],
-      env: { EXEC_SERVER_TEST_MARKER: marker },
-    },
-  });
-  try {
-    await Deno.writeFile(`${dir}/big.bin`, new Uint8Array(24 * 1024 * 1024).fill(7));
-    const pid = serverPid(marker);
-    const rss = () => {
-      const status = Deno.readTextFileSync(`/proc/${pid}/status`);
-      return Number(/^VmRSS:\s+(\d+)/m.exec(status)![1]) * 1024;
-    };
-    const idle = rss();
-    let peak = idle;
-    for (let i = 0; i < 4; i++) {
-      const bytes = await client.fs.readFile(`${dir}/big.bin`);
-      assertEquals(bytes.byteLength, 24 * 1024 * 1024);
-      peak = Math.max(peak, rss());
-    }
-    // Without the trimmer the server stays at its peak; with it, most of the
-    // growth goes back a second or so after the work.
-    assert(
-      await eventually(() => rss() < idle + (peak - idle) / 2, 15_000),
-      `still ${rss()} bytes (idle ${idle}, peak ${peak})`,
-    );
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-});
+// How much memory a server gives back after a burst is measured by
+// `deno task bench:memory` (RSS idle, after, +5/+30/+90 s, side by side with
+// the reference): a threshold reached by timing is not a test.

@@ -77,6 +77,12 @@ export interface ManagedProcessOptions {
    */
   readonly confined?: (signal: Deno.Signal) => boolean;
   /**
+   * Called once the child's process group has been killed for good (at
+   * {@linkcode ManagedProcess.dispose}): it ends the group's registration
+   * with the server's `OrphanGuard`.
+   */
+  readonly releaseGroup?: () => void;
+  /**
    * Sees all output and decides `sandboxDenied` (sandboxed children). With
    * it, the exit is reported once all output is in, so the verdict covers
    * every byte.
@@ -130,6 +136,7 @@ export class ManagedProcess {
   #terminal: { resize(rows: number, cols: number): void } | null;
   #denial: DenialObserver | null;
   #sandboxDenied = false;
+  #releaseGroup: (() => void) | null;
 
   /** Wraps a spawned child and starts pumping its output. */
   constructor(options: ManagedProcessOptions) {
@@ -143,6 +150,7 @@ export class ManagedProcess {
     this.#signal = options.signal ?? ((sig) => signalGroup(this.pid, sig));
     this.#terminal = options.terminal ?? null;
     this.#confined = options.confined ?? null;
+    this.#releaseGroup = options.releaseGroup ?? null;
     const stdin = options.child.stdin?.getWriter();
     stdin?.closed.catch(() => {});
     this.#stdin = stdin ? new StdinQueue(stdin, options.stdinQueue) : null;
@@ -459,5 +467,6 @@ export class ManagedProcess {
     }
     await this.#child.status.catch(() => {});
     await this.finished.catch(() => {});
+    this.#releaseGroup?.();
   }
 }

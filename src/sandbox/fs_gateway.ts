@@ -29,6 +29,8 @@ import { createdMountPoints, holdMountPoints, sandboxCommand } from "./bwrap.ts"
 import { MINIMAL_PATHS, type SandboxPlan, withReadable } from "./policy.ts";
 import { VERSION } from "../version.ts";
 import { type SelfCommand, selfCommand } from "./self_command.ts";
+import { drainLines } from "../util/line_drain.ts";
+import { settleWithin } from "../util/async.ts";
 
 /** Pool limits. */
 export interface GatewayOptions {
@@ -56,11 +58,16 @@ function workerCommand(): SelfCommand {
 
 /** How long a closed worker may take to exit before it is killed. */
 const WORKER_EXIT_GRACE_MS = 2000;
+/** The last lines of a worker's stderr kept to explain its failure (each at most 1 KiB). */
+const STDERR_LINES_KEPT = 8;
 
 class FsWorker {
   readonly peer: RpcPeer;
   readonly ready: Promise<void>;
   readonly #child: Deno.ChildProcess;
+  /** The last lines bubblewrap or the worker printed on stderr, and when they are all in. */
+  readonly #stderr: string[] = [];
+  readonly #stderrDone: Promise<void>;
   #pins = 0;
   #busy = 0;
   #idleTimer: ReturnType<typeof setTimeout> | undefined;
@@ -89,9 +96,16 @@ class FsWorker {
       clearEnv: true,
       stdin: "piped",
       stdout: "piped",
-      stderr: "null",
+      stderr: "piped",
       detached: true,
     }).spawn();
+    this.#stderrDone = drainLines(this.#child.stderr, {
+      maxLineBytes: 1024,
+      onLine: (line) => {
+        this.#stderr.push(line);
+        if (this.#stderr.length > STDERR_LINES_KEPT) this.#stderr.shift();
+      },
+    });
     holdMountPoints(mountPoints, this.#child.status);
     this.#child.status.then(() => this.onGone(), () => this.onGone());
     this.peer = new RpcPeer(
@@ -110,6 +124,9 @@ class FsWorker {
     try {
       await this.ready;
       return await this.peer.request<T>(method, params);
+    } catch (error) {
+      if (error instanceof RpcError) throw error;
+      throw new Error(`${(error as Error).message}${await this.#exitDetail()}`, { cause: error });
     } finally {
       this.#busy--;
       this.#touch();
@@ -128,6 +145,11 @@ class FsWorker {
 
   get idle(): boolean {
     return this.#busy === 0 && this.#pins === 0;
+  }
+
+  /** True once it was told to close (it takes no more work). */
+  get closing(): boolean {
+    return this.#closing;
   }
 
   #touch(): void {
@@ -158,6 +180,19 @@ class FsWorker {
   get status(): Promise<Deno.CommandStatus> {
     return this.#child.status;
   }
+
+  /**
+   * Why the worker went away, once it has (waited for briefly): its exit
+   * status and the last lines it printed, or "" when it is still running.
+   */
+  async #exitDetail(): Promise<string> {
+    const gone = Promise.all([this.#child.status, this.#stderrDone]);
+    if (!await settleWithin(gone, 1000)) return "";
+    const [{ code, signal }] = await gone;
+    const how = signal !== null ? `killed by ${signal}` : `exit code ${code}`;
+    const said = this.#stderr.join(" | ");
+    return ` (worker ${how}${said ? `: ${said}` : ""})`;
+  }
 }
 
 /** Forwards fs requests into per-plan sandboxed workers. */
@@ -170,6 +205,20 @@ export class SandboxFsGateway implements AsyncDisposable {
   constructor(options: GatewayOptions = {}) {
     this.#idleMs = options.idleMs ?? 1_000;
     this.#maxWorkers = options.maxWorkers ?? 8;
+  }
+
+  /**
+   * The worker for `plan`, started when needed. One that is closing (idle,
+   * or evicted) takes no more work: the next is started once it has exited
+   * (two sandboxes of one plan at once would share the placeholders
+   * bubblewrap creates on the host, and the first to exit would remove them).
+   */
+  async #live(plan: SandboxPlan): Promise<FsWorker> {
+    for (;;) {
+      const worker = this.#worker(plan);
+      if (!worker.closing) return worker;
+      await worker.status.catch(() => {});
+    }
   }
 
   #worker(plan: SandboxPlan): FsWorker {
@@ -192,7 +241,7 @@ export class SandboxFsGateway implements AsyncDisposable {
    * the worker's result, or its error as an RpcError.
    */
   async call<T>(plan: SandboxPlan, method: string, params: unknown): Promise<T> {
-    return await this.#guard(this.#worker(plan).call<T>(method, params));
+    return await this.#guard(this.#live(plan).then((worker) => worker.call<T>(method, params)));
   }
 
   /**
@@ -206,7 +255,7 @@ export class SandboxFsGateway implements AsyncDisposable {
   ): Promise<
     { result: T; call: <R>(method: string, params: unknown) => Promise<R>; release: () => void }
   > {
-    const worker = this.#worker(plan);
+    const worker = await this.#guard(this.#live(plan));
     worker.pin();
     try {
       const result = await this.#guard(worker.call<T>(method, params));

@@ -13,6 +13,7 @@ import type { RequestTracer } from "../log/otel.ts";
 import { ShellSnapshots } from "../process/shell_snapshot.ts";
 import { HistoryBudget } from "../process/output_log.ts";
 import { MemoryTrimmer } from "../util/memory_trim.ts";
+import { OrphanGuard } from "../process/orphan_guard.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
@@ -125,6 +126,7 @@ export class ExecServer {
       trimmer: new MemoryTrimmer(),
       historyBudget: new HistoryBudget(options.outputHistoryBudgetBytes ?? 64 * 1024 * 1024),
       sandboxFs: new SandboxFsGateway(),
+      orphans: new OrphanGuard(logger),
     };
   }
 
@@ -184,6 +186,7 @@ export class ExecServer {
     await this.#state.sandboxFs[Symbol.asyncDispose]();
     await this.#state.shellSnapshots.close();
     await this.#state.trimmer.close();
+    await this.#state.orphans.close();
   }
 
   /** Same as {@linkcode close}. */

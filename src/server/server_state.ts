@@ -12,6 +12,7 @@ import type { RequestTracer } from "../log/otel.ts";
 import type { ShellSnapshots } from "../process/shell_snapshot.ts";
 import type { HistoryBudget } from "../process/output_log.ts";
 import type { MemoryTrimmer } from "../util/memory_trim.ts";
+import type { OrphanGuard } from "../process/orphan_guard.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import type { SessionRegistry } from "./session_registry.ts";
 
@@ -67,4 +68,6 @@ export interface ServerState {
   readonly tracer: RequestTracer | null;
   /** Runs sandboxed `fs/*` requests inside their sandbox. */
   readonly sandboxFs: SandboxFsGateway;
+  /** Kills the process groups this server started if it dies. */
+  readonly orphans: OrphanGuard;
 }

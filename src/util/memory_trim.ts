@@ -107,6 +107,8 @@ export class MemoryTrimmer {
   }
 
   #arm(): void {
+    // One check at a time: work noted while a trim runs has armed it already.
+    if (this.#timer !== undefined) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#check();

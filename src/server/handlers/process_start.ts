@@ -130,6 +130,7 @@ async function captureOutput(
     env: Record<string, string>;
   },
   limits: CaptureLimits,
+  guard: (pgid: number) => () => void,
 ): Promise<Uint8Array | null> {
   let started: StartedChild;
   try {
@@ -145,6 +146,7 @@ async function captureOutput(
     return null;
   }
   const { child } = started;
+  const release = guard(child.pid);
   const kill = () => signalGroup(child.pid, "SIGKILL");
   const timer = setTimeout(kill, limits.timeoutMs);
   const chunks: Uint8Array[] = [];
@@ -172,6 +174,7 @@ async function captureOutput(
     clearTimeout(timer);
     // Whatever the login shell left running in its group goes with it.
     kill();
+    release();
   }
 }
 
@@ -294,7 +297,12 @@ async function launchChild(
       p.argv,
       { set: Object.keys(requestEnv), env: requestEnv },
       (captureArgv, limits) =>
-        captureOutput(starter, { sandbox, argv: captureArgv, cwd: p.cwd, env }, limits),
+        captureOutput(
+          starter,
+          { sandbox, argv: captureArgv, cwd: p.cwd, env },
+          limits,
+          (pgid) => server.orphans.watch(pgid),
+        ),
     );
     if (session.hasProcess(p.processId)) {
       throw invalidRequest(`process ${p.processId} already exists`);
@@ -325,6 +333,8 @@ async function launchChild(
   const process = new ManagedProcess({
     id: p.processId,
     child: started.child,
+    // Killed with its server, even one killed with SIGKILL.
+    releaseGroup: server.orphans.watch(started.child.pid),
     tty: started.tty,
     stdoutName: started.tty ? "pty" : "stdout",
     logger: server.logger.child({ processId: p.processId }),
