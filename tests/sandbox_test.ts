@@ -21,6 +21,10 @@ import { eventually, type Msg } from "./helpers/wire_client.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 import { seccompProgram } from "../src/sandbox/seccomp.ts";
 import { lexists as exists } from "../src/fs/metadata.ts";
+import { SandboxFsGateway } from "../src/sandbox/fs_gateway.ts";
+import { plannerFor } from "../src/server/handlers/sandbox_plan.ts";
+import { decodeParams } from "../src/protocol/decode.ts";
+import { fsWriteFileParams } from "../src/protocol/decoders.ts";
 
 const available = sandboxSupport().available;
 if (!available) {
@@ -722,4 +726,34 @@ Deno.test("seccomp program: well-formed for both architectures, refusing by defa
     }
   }
   assertEquals(seccompProgram("restricted", "mips"), null);
+});
+
+Deno.test({
+  name:
+    "sandbox fs gateway: a protected path removed between planning and bubblewrap's setup is planned again, and stays protected",
+  ignore: !sandboxSupport().available,
+  fn: async () => {
+    await using fx = await sandboxFixture();
+    await Deno.mkdir(`${fx.ws}/.codex`);
+    const { sandbox } = decodeParams(fsWriteFileParams, {
+      path: `file://${fx.ws}`,
+      dataBase64: "",
+      sandbox: sandboxContext(fx.ws, WORKSPACE_WRITE),
+    });
+    // Planned while .codex exists (a read-only bind of it); it is gone by
+    // the time bubblewrap mounts it, which then fails the whole setup.
+    const planner = plannerFor(sandbox, "write")!;
+    await Deno.remove(`${fx.ws}/.codex`);
+    await using gateway = new SandboxFsGateway();
+    const write = (path: string) =>
+      gateway.call(planner, "fs/writeFile", {
+        path: `file://${path}`,
+        dataBase64: btoa("x"),
+      }).then(() => "written", (e) => (e as Error).message);
+    assertEquals(await write(`${fx.ws}/sub/new`), "written");
+    assertEquals(await Deno.readTextFile(`${fx.ws}/sub/new`), "x");
+    // The new plan protects .codex as missing: it cannot be created.
+    assertStringIncludes(await write(`${fx.ws}/.codex/config.toml`), "os error");
+    assertEquals(await exists(`${fx.ws}/.codex/config.toml`), false);
+  },
 });

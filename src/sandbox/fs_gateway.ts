@@ -61,6 +61,19 @@ const WORKER_EXIT_GRACE_MS = 2000;
 /** The last lines of a worker's stderr kept to explain its failure (each at most 1 KiB). */
 const STDERR_LINES_KEPT = 8;
 
+/**
+ * The worker never started: bubblewrap itself failed to build the sandbox
+ * (a path the plan saw was gone when it mounted it). Planning again from
+ * what exists now and starting another worker is safe: the new plan
+ * protects the path as missing.
+ */
+class SandboxSetupError extends Error {
+  override name = "SandboxSetupError";
+}
+
+/** Attempts at starting a worker whose sandbox setup failed, each with a fresh plan. */
+const SETUP_ATTEMPTS = 3;
+
 class FsWorker {
   readonly peer: RpcPeer;
   readonly ready: Promise<void>;
@@ -121,12 +134,17 @@ class FsWorker {
   async call<T>(method: string, params: unknown): Promise<T> {
     this.#busy++;
     this.#touch();
+    let started = false;
     try {
       await this.ready;
+      started = true;
       return await this.peer.request<T>(method, params);
     } catch (error) {
       if (error instanceof RpcError) throw error;
-      throw new Error(`${(error as Error).message}${await this.#exitDetail()}`, { cause: error });
+      const detail = await this.#exitDetail();
+      const message = `${(error as Error).message}${detail.text}`;
+      if (!started && detail.setupFailed) throw new SandboxSetupError(message, { cause: error });
+      throw new Error(message, { cause: error });
     } finally {
       this.#busy--;
       this.#touch();
@@ -183,15 +201,20 @@ class FsWorker {
 
   /**
    * Why the worker went away, once it has (waited for briefly): its exit
-   * status and the last lines it printed, or "" when it is still running.
+   * status and the last lines it printed ("" while it is still running),
+   * and whether bubblewrap failed to set the sandbox up (exit code 1 with
+   * its own `bwrap:` complaint).
    */
-  async #exitDetail(): Promise<string> {
+  async #exitDetail(): Promise<{ text: string; setupFailed: boolean }> {
     const gone = Promise.all([this.#child.status, this.#stderrDone]);
-    if (!await settleWithin(gone, 1000)) return "";
+    if (!await settleWithin(gone, 1000)) return { text: "", setupFailed: false };
     const [{ code, signal }] = await gone;
     const how = signal !== null ? `killed by ${signal}` : `exit code ${code}`;
     const said = this.#stderr.join(" | ");
-    return ` (worker ${how}${said ? `: ${said}` : ""})`;
+    return {
+      text: ` (worker ${how}${said ? `: ${said}` : ""})`,
+      setupFailed: code === 1 && this.#stderr.some((line) => line.startsWith("bwrap: ")),
+    };
   }
 }
 
@@ -237,11 +260,29 @@ export class SandboxFsGateway implements AsyncDisposable {
   }
 
   /**
-   * Runs `method` with `params` (no `sandbox`) inside `plan`'s sandbox;
-   * the worker's result, or its error as an RpcError.
+   * Runs `method` with `params` (no `sandbox`) inside the sandbox `plan()`
+   * describes; the worker's result, or its error as an RpcError. `plan` is
+   * asked again when bubblewrap could not build the sandbox it described
+   * (what exists changed in between).
    */
-  async call<T>(plan: SandboxPlan, method: string, params: unknown): Promise<T> {
-    return await this.#guard(this.#live(plan).then((worker) => worker.call<T>(method, params)));
+  async call<T>(plan: () => SandboxPlan, method: string, params: unknown): Promise<T> {
+    return await this.#guard(this.#withSetupRetry(plan, async (worker) => {
+      return await worker.call<T>(method, params);
+    }));
+  }
+
+  /** Runs `use` on a live worker for `plan()`, planning again after a failed sandbox setup. */
+  async #withSetupRetry<T>(
+    plan: () => SandboxPlan,
+    use: (worker: FsWorker) => Promise<T>,
+  ): Promise<T> {
+    for (let attempt = 1;; attempt++) {
+      try {
+        return await use(await this.#live(plan()));
+      } catch (error) {
+        if (!(error instanceof SandboxSetupError) || attempt >= SETUP_ATTEMPTS) throw error;
+      }
+    }
   }
 
   /**
@@ -249,29 +290,30 @@ export class SandboxFsGateway implements AsyncDisposable {
    * called (an open handle).
    */
   async callPinned<T>(
-    plan: SandboxPlan,
+    plan: () => SandboxPlan,
     method: string,
     params: unknown,
   ): Promise<
     { result: T; call: <R>(method: string, params: unknown) => Promise<R>; release: () => void }
   > {
-    const worker = await this.#guard(this.#live(plan));
-    worker.pin();
-    try {
-      const result = await this.#guard(worker.call<T>(method, params));
-      let released = false;
-      return {
-        result,
-        call: (m, p) => this.#guard(worker.call(m, p)),
-        release: () => {
-          if (!released) worker.unpin();
-          released = true;
-        },
-      };
-    } catch (error) {
-      worker.unpin();
-      throw error;
-    }
+    return await this.#guard(this.#withSetupRetry(plan, async (worker) => {
+      worker.pin();
+      try {
+        const result = await worker.call<T>(method, params);
+        let released = false;
+        return {
+          result,
+          call: <R>(m: string, p: unknown) => this.#guard(worker.call<R>(m, p)),
+          release: () => {
+            if (!released) worker.unpin();
+            released = true;
+          },
+        };
+      } catch (error) {
+        worker.unpin();
+        throw error;
+      }
+    }));
   }
 
   async #guard<T>(call: Promise<T>): Promise<T> {

@@ -29,7 +29,7 @@ import type { SandboxFsGateway } from "../../sandbox/fs_gateway.ts";
 import type { SandboxPlan } from "../../sandbox/policy.ts";
 import { osErrorText } from "../../util/os_error.ts";
 import { defineMethod, type MethodTable } from "../handler.ts";
-import { planFor } from "./sandbox_plan.ts";
+import { plannerFor } from "./sandbox_plan.ts";
 
 /** Reads this machine's filesystem directly. */
 const directReader: TreeReader = {
@@ -58,7 +58,7 @@ const directReader: TreeReader = {
 };
 
 /** Reads through the sandbox filesystem worker of `plan`. */
-function sandboxedReader(gateway: SandboxFsGateway, plan: SandboxPlan): TreeReader {
+function sandboxedReader(gateway: SandboxFsGateway, plan: () => SandboxPlan): TreeReader {
   const metadata = (path: string) =>
     gateway.call<FsMetadata>(plan, Method.FsGetMetadata, { path: pathToUri(path) });
   return {
@@ -90,7 +90,7 @@ function readerFor(
   gateway: SandboxFsGateway,
   sandbox: FileSystemSandboxContext | undefined,
 ): TreeReader {
-  const plan = planFor(sandbox, "read");
+  const plan = plannerFor(sandbox, "read");
   return plan ? sandboxedReader(gateway, plan) : directReader;
 }
 

@@ -46,7 +46,7 @@ import type {
 import { defineMethod, type HandlerContext, type MethodTable } from "../handler.ts";
 import type { SandboxFsGateway } from "../../sandbox/fs_gateway.ts";
 import type { SandboxPlan } from "../../sandbox/policy.ts";
-import { planFor } from "./sandbox_plan.ts";
+import { planFor, plannerFor } from "./sandbox_plan.ts";
 import { ResourceKey } from "../resource_scope.ts";
 import { Base64Part, RawJson } from "../../jsonrpc/message.ts";
 
@@ -71,7 +71,7 @@ function inSandbox<T>(
   method: string,
   params: () => Record<string, unknown>,
 ): Promise<T> | undefined {
-  const plan = planFor(sandbox, access);
+  const plan = plannerFor(sandbox, access);
   return plan ? ctx.server.sandboxFs.call<T>(plan, method, params()) : undefined;
 }
 
@@ -91,7 +91,7 @@ class SandboxHandles {
 
   async open(
     gateway: SandboxFsGateway,
-    plan: SandboxPlan,
+    plan: () => SandboxPlan,
     id: string,
     params: Record<string, unknown>,
   ): Promise<void> {
@@ -258,7 +258,7 @@ export const fsMethods: MethodTable = {
     const local = ctx.connection.resources.use(HANDLES);
     const confined = ctx.connection.resources.use(SANDBOX_HANDLES);
     if (local.has(p.handleId) || confined.has(p.handleId)) throw duplicateHandle(p.handleId);
-    const plan = planFor(p.sandbox, p.mode === "replace" ? "write" : "read");
+    const plan = plannerFor(p.sandbox, p.mode === "replace" ? "write" : "read");
     if (plan) {
       await confined.open(ctx.server.sandboxFs, plan, p.handleId, {
         path: pathToUri(p.path),

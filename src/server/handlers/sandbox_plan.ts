@@ -40,3 +40,23 @@ export function planFor(
   }
   return plan;
 }
+
+/**
+ * {@linkcode planFor} as a planner for the sandbox filesystem gateway: the
+ * plan made now first, then the request's sandbox planned again each time
+ * it is asked (bubblewrap could not build the previous plan: what exists
+ * changed in between). Null when the request may run here.
+ */
+export function plannerFor(
+  sandbox: FileSystemSandboxContext | null | undefined,
+  access: "read" | "write",
+): (() => SandboxPlan) | null {
+  const plan = planFor(sandbox, access);
+  if (!plan) return null;
+  let first: SandboxPlan | null = plan;
+  return () => {
+    const next = first ?? planFor(sandbox, access) ?? plan;
+    first = null;
+    return next;
+  };
+}
