@@ -1,5 +1,11 @@
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
-import { inProcessStdio, type WireClient } from "./helpers/wire_client.ts";
+import {
+  CLI,
+  inProcessStdio,
+  spawnCommandServer,
+  spawnStdioServer,
+  type WireClient,
+} from "./helpers/wire_client.ts";
 import { fsError } from "../src/fs/errors.ts";
 import { protocolError } from "../src/server/domain_errors.ts";
 import type { RpcError } from "../src/jsonrpc/errors.ts";
@@ -717,19 +723,35 @@ Deno.test("fs error mapping: permission and invalid input are -32600, the rest -
   );
 });
 
-Deno.test({
-  name: "fs: permission denied for real (unprivileged user only)",
-  ignore: Deno.uid() === 0,
-  async fn() {
-    await withFs(async (c, d) => {
-      await Deno.writeTextFile(`${d}/secret`, "s");
-      await Deno.chmod(`${d}/secret`, 0o000);
-      assertEquals((await err(c, "fs/readFile", { path: u(`${d}/secret`) })).code, -32600);
+Deno.test("fs: permission denied for real (root runs the server without capabilities)", async () => {
+  // Root reads a mode-000 file through CAP_DAC_OVERRIDE; a server started
+  // with an empty capability bounding set has none, as an ordinary user.
+  const server = Deno.uid() === 0
+    ? spawnCommandServer("setpriv", [
+      "--bounding-set=-all",
+      "--",
+      Deno.execPath(),
+      "run",
+      "-A",
+      CLI,
+      "serve",
+      "--listen",
+      "stdio",
+      "--log-level",
+      "error",
+    ])
+    : spawnStdioServer(["serve", "--listen", "stdio", "--log-level", "error"]);
+  await using s = server;
+  await s.client.initialize();
+  const d = await fixture();
+  try {
+    await Deno.writeTextFile(`${d}/secret`, "s");
+    await Deno.chmod(`${d}/secret`, 0o000);
+    assertEquals(await err(s.client, "fs/readFile", { path: u(`${d}/secret`) }), {
+      code: -32600,
+      message: "Permission denied (os error 13)",
     });
-  },
+  } finally {
+    await Deno.remove(d, { recursive: true });
+  }
 });
-if (Deno.uid() === 0) {
-  console.warn(
-    "note: running as root, so the real permission-denied fs test is skipped (the mapping is unit-tested)",
-  );
-}

@@ -1,12 +1,21 @@
 import type { ConnectOptions } from "../../src/client/client.ts";
 
-// The reference Codex binary, when installed (CI sets CODEX_REFERENCE_BIN).
+// The reference Codex binary, when installed: CODEX_REFERENCE_BIN, or the one
+// `tests/setup.sh` (run by `deno task test`) installed and named in
+// .cache/reference-bin.
+
+/** The binary `tests/setup.sh` installed, or undefined. */
+function installedReference(): string | undefined {
+  try {
+    const file = new URL("../../.cache/reference-bin", import.meta.url);
+    return Deno.readTextFileSync(file).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export function referenceBin(): string | null {
-  const candidates = [
-    Deno.env.get("CODEX_REFERENCE_BIN"),
-    "/tmp/codexref/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
-  ];
+  const candidates = [Deno.env.get("CODEX_REFERENCE_BIN"), installedReference()];
   for (const c of candidates) {
     if (!c) continue;
     try {
