@@ -214,3 +214,48 @@ Deno.test("ordering: pipelined fs/open, writeBlock, close with one request slot 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("a child that never reads stdin: 30 x 4 MiB writes, then an unrelated request is answered while they wait", async () => {
+  await using server = await startWsServer("ours");
+  const c = await webSocketClient(server.url);
+  try {
+    await c.initialize();
+    await c.request("process/start", {
+      processId: "deaf",
+      argv: ["sleep", "60"],
+      cwd: "file:///tmp",
+      env: { PATH },
+      tty: false,
+      pipeStdin: true,
+    });
+    const chunk = new Uint8Array(4 * 1024 * 1024).fill(97).toBase64();
+    for (let i = 0; i < 30; i++) {
+      c.ws.send(JSON.stringify({
+        id: 100 + i,
+        method: "process/write",
+        params: { processId: "deaf", chunk, writeId: `w${i}` },
+      }));
+    }
+    c.ws.send(JSON.stringify({ id: 1, method: "fs/getMetadata", params: { path: "file:///tmp" } }));
+    const meta = await c.take((m) => m.id === 1, 60_000);
+    assertEquals(meta.result.isDirectory, true);
+    // The first two fill the 8 MiB queue (the pipe never takes them) and
+    // the next two wait for room: none is answered yet, yet the unrelated
+    // request was. The rest were refused at once, in words.
+    const answered = new Set(c.received.filter((m) => m.id >= 100).map((m) => m.id));
+    for (const id of [100, 101, 102, 103]) assertEquals(answered.has(id), false, `write ${id}`);
+    for (let i = 4; i < 30; i++) {
+      const refused = await c.take((m) => m.id === 100 + i, 60_000);
+      assertEquals(refused.error.code, -32603);
+      assertEquals(
+        refused.error.message.startsWith(
+          "process stdin is full: 8388608 bytes are queued for a child that is not reading them",
+        ),
+        true,
+        refused.error.message,
+      );
+    }
+  } finally {
+    await c.close();
+  }
+});

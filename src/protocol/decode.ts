@@ -269,12 +269,32 @@ export function decodeBase64(s: string): Uint8Array {
   return Uint8Array.fromBase64(s, { lastChunkHandling: "loose" });
 }
 
+/**
+ * Decodes standard padded base64 as Rust's `base64` crate would accept it;
+ * the problem in its wording otherwise. The native decoder already refuses
+ * foreign symbols and misplaced padding; the one thing it tolerates that
+ * the crate does not, ASCII whitespace, makes its result shorter than the
+ * length predicts. So valid input (nearly all of it) is decoded in one
+ * native pass, and only the rest is scanned for the exact problem.
+ */
+export function decodeStrictBase64(s: string): Uint8Array | { problem: string } {
+  if (s.length % 4 === 0) {
+    const padding = s.endsWith("==") ? 2 : s.endsWith("=") ? 1 : 0;
+    try {
+      const decoded = decodeBase64(s);
+      if (decoded.length === (s.length / 4) * 3 - padding) return decoded;
+    } catch { /* the exact problem is found below */ }
+  }
+  const problem = base64Problem(s);
+  // Not reached for input the native decoder refused or shortened.
+  return problem === null ? decodeBase64(s) : { problem };
+}
+
 /** A base64 `ByteChunk`, decoded to bytes. */
 export const bytes: Decoder<Uint8Array> = (v, path) => {
-  const s = string(v, path);
-  const problem = base64Problem(s);
-  if (problem !== null) throw new DecodeError(problem, path);
-  return decodeBase64(s);
+  const decoded = decodeStrictBase64(string(v, path));
+  if (decoded instanceof Uint8Array) return decoded;
+  throw new DecodeError(decoded.problem, path);
 };
 
 /**

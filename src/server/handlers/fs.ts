@@ -12,7 +12,7 @@ import { readFileChecked, writeFileChecked } from "../../fs/read_write.ts";
 import { copyPath, createDirectory, removePath } from "../../fs/tree.ts";
 import { walk } from "../../fs/walk.ts";
 import { MissingPathWatch } from "../../fs/watch_missing.ts";
-import { base64Problem, decodeBase64 } from "../../protocol/decode.ts";
+import { decodeStrictBase64 } from "../../protocol/decode.ts";
 import {
   fsCanonicalizeParams,
   fsCloseParams,
@@ -162,11 +162,11 @@ export const fsMethods: MethodTable = {
   }),
 
   [Method.FsWriteFile]: defineMethod(fsWriteFileParams, async (p, ctx) => {
-    const problem = base64Problem(p.dataBase64);
-    if (problem !== null) {
+    const data = decodeStrictBase64(p.dataBase64);
+    if (!(data instanceof Uint8Array)) {
       throw new RpcError(
         ErrorCode.InvalidRequest,
-        `fs/writeFile requires valid base64 dataBase64: ${problem}`,
+        `fs/writeFile requires valid base64 dataBase64: ${data.problem}`,
       );
     }
     const confined = inSandbox(ctx, p.sandbox, "write", Method.FsWriteFile, () => ({
@@ -175,7 +175,7 @@ export const fsMethods: MethodTable = {
       followSymlinks: p.followSymlinks,
     }));
     if (confined) return await confined;
-    await writeFileChecked(p.path, decodeBase64(p.dataBase64), p.followSymlinks);
+    await writeFileChecked(p.path, data, p.followSymlinks);
     return {};
   }),
 
