@@ -309,3 +309,97 @@ Deno.test("mcp-bridge --http: stray requests are refused without starting anythi
     await http.close();
   }
 });
+
+/** A raw `initialize` POST, as a client that never sends DELETE would send it. */
+function initializePost(url: string, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...headers,
+    },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-06-18",
+        capabilities: {},
+        clientInfo: { name: "flood", version: "1" },
+      },
+    }),
+  });
+}
+
+Deno.test("mcp-bridge --http: sessions are capped; past the cap a 503 with Retry-After, nothing in use is touched", async () => {
+  const http = await serveMcpBridgeHttp(memorySpec(), {
+    port: 0,
+    maxSessions: 3,
+    idleTimeoutMs: 60_000,
+    logger: nullLogger,
+  });
+  const inUse = newClient();
+  try {
+    await inUse.connect(new StreamableHTTPClientTransport(new URL(http.url)));
+    const pid = Number(textOf(await inUse.callTool({ name: "pid" })));
+    // A client that opens sessions and never ends them: 5 initializes at once.
+    const floods = await Promise.all(Array.from({ length: 5 }, () => initializePost(http.url)));
+    const statuses = floods.map((r) => r.status).sort();
+    assertEquals(statuses, [200, 200, 503, 503, 503]);
+    for (const r of floods) {
+      if (r.status === 503) {
+        const retry = Number(r.headers.get("retry-after"));
+        assert(retry >= 1 && retry <= 60, `Retry-After ${retry}`);
+        const body = await r.json();
+        assertEquals(body.error.code, -32000);
+        assert(body.error.message.includes("3 sessions are open"), body.error.message);
+      } else {
+        await r.body?.cancel();
+      }
+    }
+    assertEquals(http.sessionCount, 3);
+    // The session in use still works, its server untouched.
+    assert(!isDead(pid));
+    assertEquals(Number(textOf(await inUse.callTool({ name: "pid" }))), pid);
+    // Ending one makes room.
+    const sessionId = floods.find((r) => r.status === 200)!.headers.get("mcp-session-id")!;
+    const deleted = await fetch(http.url, {
+      method: "DELETE",
+      headers: { "mcp-session-id": sessionId },
+    });
+    assertEquals(deleted.status, 200);
+    await deleted.body?.cancel();
+    assert(await waitFor(() => http.sessionCount === 2 ? true : null));
+    const again = await initializePost(http.url);
+    assertEquals(again.status, 200);
+    await again.body?.cancel();
+  } finally {
+    await inUse.close();
+    await http.close();
+  }
+});
+
+Deno.test("mcp-bridge --http: PUT and PATCH are 405 with Allow, with a session and without", async () => {
+  const http = await serveMcpBridgeHttp(memorySpec(), { port: 0, logger: nullLogger });
+  const client = newClient();
+  try {
+    const transport = new StreamableHTTPClientTransport(new URL(http.url));
+    await client.connect(transport);
+    for (const method of ["PUT", "PATCH"]) {
+      for (const session of [null, transport.sessionId!]) {
+        const r = await fetch(http.url, {
+          method,
+          headers: session ? { "mcp-session-id": session } : {},
+          body: "{}",
+        });
+        assertEquals([r.status, r.headers.get("allow")], [405, "GET, POST, DELETE"], method);
+        await r.body?.cancel();
+      }
+    }
+    assertEquals(http.sessionCount, 1);
+  } finally {
+    await client.close();
+    await http.close();
+  }
+});

@@ -47,6 +47,8 @@ Serving:
   --http <PORT>                Streamable HTTP on http://HOST:PORT/mcp instead of stdio
   --host <HOST>                interface for --http (default 127.0.0.1)
   --idle-timeout <DURATION>    close an idle HTTP session and its server (default 10m)
+  --max-sessions <N>           HTTP sessions (each its own server process) open at once; more
+                               get 503 with Retry-After (default 16)
   --log-level <LEVEL>          diagnostics on stderr (default warn)
 
 Examples:
@@ -72,6 +74,7 @@ export async function runMcpBridge(args: string[]): Promise<number> {
         http: { type: "string" },
         host: { type: "string" },
         "idle-timeout": { type: "string" },
+        "max-sessions": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -119,6 +122,9 @@ export async function runMcpBridge(args: string[]): Promise<number> {
       ...(flags.host !== undefined ? { hostname: flags.host } : {}),
       ...(flags["idle-timeout"] !== undefined
         ? { idleTimeoutMs: parseDuration("idle-timeout", flags["idle-timeout"]) }
+        : {}),
+      ...(flags["max-sessions"] !== undefined
+        ? { maxSessions: parsePositiveInt("max-sessions", flags["max-sessions"]) }
         : {}),
     });
     // Listen for the signal before saying we are up (a prompt SIGTERM exits 0).

@@ -32,6 +32,8 @@ export interface McpBridgeHttpOptions extends McpBridgeOptions {
   readonly port: number;
   /** Close a session (and its server) idle this long. Default 600 000 ms. */
   readonly idleTimeoutMs?: number;
+  /** Sessions (each its own server process) open at once; more get 503. Default 16. */
+  readonly maxSessions?: number;
 }
 
 function launchOptions(options: McpBridgeOptions) {
@@ -77,6 +79,7 @@ export async function serveMcpBridgeHttp(
     port: options.port,
     ...(options.hostname !== undefined ? { hostname: options.hostname } : {}),
     ...(options.idleTimeoutMs !== undefined ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
+    ...(options.maxSessions !== undefined ? { maxSessions: options.maxSessions } : {}),
     logger,
     openSession: async (transport) => {
       const back = await launchMcpServer(spec, launchOptions(options));

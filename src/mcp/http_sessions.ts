@@ -6,6 +6,15 @@
  * `idleTimeoutMs` (no request and nothing open) is closed. Two clients never
  * share a server process, so they never see each other's messages.
  *
+ * Sessions are capped (`maxSessions`, sessions still starting included):
+ * at the cap a new `initialize` is answered `503` with `Retry-After` (when
+ * the first idle session can be closed) and nothing in use is touched. So a
+ * client — hostile or careless, never sending `DELETE` — can make the
+ * endpoint hold at most `maxSessions` backing sides (for a bridge, that many
+ * MCP server processes) for at most `idleTimeoutMs` each after their last
+ * request. Methods other than `GET`, `POST` and `DELETE` are `405` with
+ * `Allow`, with or without a session.
+ *
  * Loopback by default. Whatever the bind address, a request from a web page
  * (an `Origin` that is not a loopback origin) is refused, and so is a `Host`
  * that names something other than an IP literal, `localhost` or the bound
@@ -38,6 +47,8 @@ export interface McpHttpOptions {
   readonly path?: string;
   /** Close sessions idle this long. Default 600 000 ms. */
   readonly idleTimeoutMs?: number;
+  /** Sessions open (or starting) at once; more are refused with 503. Default {@linkcode DEFAULT_MAX_SESSIONS}. */
+  readonly maxSessions?: number;
   /** Called for each new session with its transport (not yet started). */
   readonly openSession: (transport: Transport) => Promise<McpHttpSession>;
   /** Where session events go. */
@@ -63,9 +74,23 @@ interface Entry {
   active: number;
 }
 
-function rpcError(status: number, code: number, message: string): Response {
-  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status });
+/** Default {@linkcode McpHttpOptions.maxSessions}. */
+export const DEFAULT_MAX_SESSIONS = 16;
+
+function rpcError(
+  status: number,
+  code: number,
+  message: string,
+  headers?: Record<string, string>,
+): Response {
+  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, {
+    status,
+    ...(headers ? { headers } : {}),
+  });
 }
+
+/** The methods a Streamable HTTP endpoint serves. */
+const ALLOWED_METHODS = "GET, POST, DELETE";
 
 function isLoopbackOrigin(origin: string): boolean {
   try {
@@ -104,6 +129,20 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
   const idleMs = options.idleTimeoutMs ?? 600_000;
   const sessions = new Map<string, Entry>();
   const boundName = options.hostname ?? "127.0.0.1";
+  const maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
+  /** Sessions whose backing side is starting (they hold a place under the cap). */
+  let starting = 0;
+
+  /** Seconds until the first idle session can be closed (in use ones never are). */
+  const retryAfter = (): number => {
+    const now = Date.now();
+    let soonest = idleMs;
+    for (const entry of sessions.values()) {
+      if (entry.active > 0 || entry.session?.busy?.()) continue;
+      soonest = Math.min(soonest, Math.max(0, entry.lastActive + idleMs - now));
+    }
+    return Math.max(1, Math.ceil(soonest / 1000));
+  };
 
   const ending = new Set<Promise<void>>();
   const end = (id: string, why: string): Promise<void> => {
@@ -130,6 +169,9 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
     if (!acceptableHost(host, boundName)) {
       return rpcError(403, -32000, `Forbidden: host ${host} is not allowed`);
     }
+    if (!["GET", "POST", "DELETE"].includes(req.method)) {
+      return rpcError(405, -32000, "Method not allowed.", { Allow: ALLOWED_METHODS });
+    }
     const sessionId = req.headers.get("mcp-session-id");
     if (sessionId !== null) {
       const entry = sessions.get(sessionId);
@@ -154,6 +196,27 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
     if (!isInitialize(body)) {
       return rpcError(400, -32000, "Bad Request: No valid session ID provided");
     }
+    if (sessions.size + starting >= maxSessions) {
+      const seconds = retryAfter();
+      logger.warn("mcp.session_refused", { sessions: sessions.size, starting, maxSessions });
+      return rpcError(
+        503,
+        -32000,
+        `Service Unavailable: ${maxSessions} sessions are open (the most this endpoint serves); ` +
+          `close one with DELETE, or retry after ${seconds} s`,
+        { "Retry-After": String(seconds) },
+      );
+    }
+    starting++;
+    try {
+      return await openSession(req, body);
+    } finally {
+      starting--;
+    }
+  }
+
+  /** Opens a session for an `initialize` POST and answers it. */
+  async function openSession(req: Request, body: unknown): Promise<Response> {
     const entry: Entry = {
       transport: null as unknown as Entry["transport"],
       session: null,
