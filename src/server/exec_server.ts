@@ -14,6 +14,7 @@ import { ShellSnapshots } from "../process/shell_snapshot.ts";
 import { HistoryBudget } from "../process/output_log.ts";
 import { MemoryTrimmer } from "../util/memory_trim.ts";
 import { OrphanGuard } from "../process/orphan_guard.ts";
+import { sealInheritedDescriptors } from "../process/inherited_fds.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
@@ -101,6 +102,8 @@ export class ExecServer {
     };
     // A library logs nothing unless given a logger (the CLI passes one).
     const logger = options.logger ?? nullLogger;
+    // What this process inherited never reaches a child (or a sandbox).
+    sealInheritedDescriptors(logger);
     const methods = methodTable();
     this.#methods = methods;
     const sandbox = sandboxSupport();

@@ -1,0 +1,82 @@
+// A sandboxed program reaches nothing beyond its policy: escapes attempted
+// from inside a real sandbox, judged from outside (files on the host), with
+// the reference's behaviour run or recorded beside ours.
+
+import { assertEquals } from "./helpers/assert.ts";
+import { type NamedServer, READ_ONLY, runSandboxed, sandboxContext } from "./helpers/sandbox.ts";
+import { spawnCommandServer } from "./helpers/wire_client.ts";
+import { CLI } from "./helpers/wire_client.ts";
+import { referenceBin, referenceHome, scratchRoot } from "./helpers/reference.ts";
+import { sandboxSupport } from "../src/sandbox/bwrap.ts";
+
+/**
+ * Ours and the reference (when installed), each started by a launcher that
+ * leaves `dir` open on descriptor 7 without close-on-exec.
+ */
+function launchedWithOpenDirectory(dir: string): NamedServer[] {
+  const launcher = (program: string, args: string[], env: Record<string, string> = {}) =>
+    spawnCommandServer("bash", ["-c", 'exec 7<"$0"; exec "$@"', dir, program, ...args], env);
+  const servers: NamedServer[] = [{
+    name: "ours",
+    server: launcher(Deno.execPath(), [
+      "run",
+      "-A",
+      CLI,
+      "serve",
+      "--listen",
+      "stdio",
+      "--log-level",
+      "error",
+    ]),
+  }];
+  const ref = referenceBin();
+  if (ref) {
+    servers.push({
+      name: "reference",
+      server: launcher(ref, ["exec-server", "--listen", "stdio"], { CODEX_HOME: referenceHome() }),
+    });
+  }
+  return servers;
+}
+
+Deno.test({
+  name:
+    "escape: a descriptor the server inherited (a directory) reaches no child, sandboxed or not",
+  ignore: !sandboxSupport().available,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "inherited-" });
+    try {
+      for (const named of launchedWithOpenDirectory(dir)) {
+        await using s = named.server;
+        await s.client.initialize();
+        // Unconfined: the child's descriptors above 2.
+        const plain = await runSandboxed(
+          s.client,
+          "/tmp",
+          "ls /proc/self/fd | sort -n | awk '$1 > 2' | tr '\\n' ' '",
+          null,
+        );
+        // The child's own `ls` directory descriptor is 3; nothing else.
+        assertEquals(plain.stdout.trim(), "3", `${named.name}: unconfined child's descriptors`);
+        // Read-only sandbox: writing through the inherited directory would
+        // land on the host, outside every writable root.
+        const confined = await runSandboxed(
+          s.client,
+          "/tmp",
+          "echo pwned > /proc/self/fd/7/escaped; ls /proc/self/fd/7/ 2>&1 | head -1",
+          sandboxContext("/tmp", READ_ONLY),
+        );
+        assertEquals(confined.sandboxType, "linuxSeccomp", named.name);
+        let escaped = true;
+        try {
+          await Deno.lstat(`${dir}/escaped`);
+        } catch {
+          escaped = false;
+        }
+        assertEquals(escaped, false, `${named.name}: a file was created through descriptor 7`);
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
