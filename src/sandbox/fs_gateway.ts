@@ -174,7 +174,9 @@ class FsWorker {
     this.lastUsed = Date.now();
     clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
-    if (this.idle) this.#idleTimer = setTimeout(() => this.close(), this.idleMs);
+    if (this.idle && !this.#closing) {
+      this.#idleTimer = setTimeout(() => this.close(), this.idleMs);
+    }
   }
 
   close(): void {
