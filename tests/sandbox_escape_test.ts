@@ -3,7 +3,16 @@
 // the reference's behaviour run or recorded beside ours.
 
 import { assertEquals } from "./helpers/assert.ts";
-import { type NamedServer, READ_ONLY, runSandboxed, sandboxContext } from "./helpers/sandbox.ts";
+import {
+  type NamedServer,
+  oursServer,
+  READ_ONLY,
+  referenceServer,
+  runSandboxed,
+  sandboxContext,
+  WORKSPACE_WRITE,
+} from "./helpers/sandbox.ts";
+import { lexists as exists } from "../src/fs/metadata.ts";
 import { spawnCommandServer } from "./helpers/wire_client.ts";
 import { CLI } from "./helpers/wire_client.ts";
 import { referenceBin, referenceHome, scratchRoot } from "./helpers/reference.ts";
@@ -77,6 +86,62 @@ Deno.test({
       }
     } finally {
       await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "escape: a .git pointer file's repository (and a worktree's shared one) stays read-only under workspace-write",
+  ignore: !sandboxSupport().available,
+  fn: async () => {
+    for (const named of [oursServer(), referenceServer()]) {
+      if (!named) continue;
+      await using s = named.server;
+      await s.client.initialize();
+      for (const layout of ["pointer", "worktree"] as const) {
+        const base = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "gitdir-" });
+        const ws = `${base}/ws`;
+        try {
+          // pointer: ws/.git says `gitdir: .realgit` (submodules look so).
+          // worktree: ws/.git names ws/main/.git/worktrees/wt, whose
+          // `commondir` leads to ws/main/.git (config and hooks live there).
+          const repo = layout === "pointer" ? `${ws}/.realgit` : `${ws}/main/.git`;
+          await Deno.mkdir(`${repo}/hooks`, { recursive: true });
+          await Deno.writeTextFile(`${repo}/config`, "[core]\n");
+          if (layout === "pointer") {
+            await Deno.writeTextFile(`${ws}/.git`, "gitdir: .realgit\n");
+          } else {
+            await Deno.mkdir(`${repo}/worktrees/wt`, { recursive: true });
+            await Deno.writeTextFile(`${repo}/worktrees/wt/commondir`, "../..\n");
+            await Deno.writeTextFile(`${ws}/.git`, "gitdir: main/.git/worktrees/wt\n");
+          }
+          const rel = repo.slice(ws.length + 1);
+          const run = await runSandboxed(
+            s.client,
+            ws,
+            `printf pwned >> ${rel}/config; printf '#!/bin/sh\\necho pwned\\n' > ${rel}/hooks/post-checkout; ` +
+              "echo ok > allowed.txt",
+            sandboxContext(ws, WORKSPACE_WRITE),
+          );
+          // The workspace itself stays writable; the repository does not.
+          assertEquals(await Deno.readTextFile(`${ws}/allowed.txt`), "ok\n", named.name);
+          const outcome = {
+            config: await Deno.readTextFile(`${repo}/config`),
+            hook: await exists(`${repo}/hooks/post-checkout`),
+          };
+          if (named.name === "reference" && layout === "worktree") {
+            // Recorded, not required: 0.169.0 protects a pointer's own
+            // target but leaves a worktree's shared repository writable
+            // ({config: "[core]\npwned", hook: true}); ours protects both.
+            console.warn(`note: reference, worktree layout: ${JSON.stringify(outcome)}`);
+            continue;
+          }
+          assertEquals(outcome, { config: "[core]\n", hook: false }, `${named.name} ${layout}`);
+        } finally {
+          await Deno.remove(base, { recursive: true });
+        }
+      }
     }
   },
 });

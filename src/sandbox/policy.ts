@@ -206,11 +206,14 @@ export function resolveSandbox(
     if (requested.get(root) !== "write" || kindOf(root) !== "directory") continue;
     for (const name of PROTECTED_NAMES) {
       const path = join(root, name);
-      if (requested.has(path)) continue;
-      requested.set(path, "read");
-      if (name === ".git") {
-        const target = gitdirTarget(path);
-        if (target && !requested.has(target)) requested.set(target, "read");
+      if (!requested.has(path)) requested.set(path, "read");
+      // A pointer file's repository is protected as the pointer is, even when
+      // the policy names `.git` itself (Codex does): its config and hooks run
+      // outside any sandbox the next time the user runs git.
+      if (name === ".git" && requested.get(path) !== "write") {
+        for (const target of gitMetadataOf(path)) {
+          if (!requested.has(target)) requested.set(target, "read");
+        }
       }
     }
   }
@@ -272,18 +275,31 @@ function kindOf(path: string): "directory" | "file" | "missing" {
   }
 }
 
-/** The directory a `.git` pointer file (`gitdir: PATH`, worktrees) names, canonical. */
-function gitdirTarget(dotGit: string): string | null {
+/**
+ * Where a `.git` pointer file (`gitdir: PATH`: worktrees, submodules) leads,
+ * canonical: the directory it names and, for a worktree, the repository it
+ * shares (`commondir`, holding `config` and `hooks/`). Empty for a `.git`
+ * directory or anything unreadable.
+ */
+function gitMetadataOf(dotGit: string): string[] {
+  const gitdir = pointerTarget(dotGit, /^gitdir:\s*(.+?)\s*$/m);
+  if (gitdir === null) return [];
+  const common = pointerTarget(join(gitdir, "commondir"), /^\s*(.+?)\s*$/m);
+  return common === null || common === gitdir ? [gitdir] : [gitdir, common];
+}
+
+/** The path a small pointer file names (relative to the file's directory), canonical. */
+function pointerTarget(file: string, pattern: RegExp): string | null {
   let text: string;
   try {
-    if (!Deno.lstatSync(dotGit).isFile) return null;
-    text = Deno.readTextFileSync(dotGit);
+    if (!Deno.lstatSync(file).isFile) return null;
+    text = Deno.readTextFileSync(file);
   } catch {
     return null;
   }
-  const match = /^gitdir:\s*(.+?)\s*$/m.exec(text);
+  const match = pattern.exec(text);
   if (!match) return null;
-  return canonical(resolve(dirname(dotGit), match[1]!));
+  return canonical(resolve(dirname(file), match[1]!));
 }
 
 function buildPlan(
