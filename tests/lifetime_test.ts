@@ -11,10 +11,13 @@ import {
   freshMarker,
   livingWithMarker,
   type Msg,
+  type SpawnedServer,
+  spawnStdioServer,
   webSocketClient,
 } from "./helpers/wire_client.ts";
+import { scratchRoot } from "./helpers/reference.ts";
 import { startWsServer } from "./helpers/ws_server.ts";
-import { READ_ONLY, sandboxContext } from "./helpers/sandbox.ts";
+import { READ_ONLY, runSandboxed, sandboxContext } from "./helpers/sandbox.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 
 const PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -76,3 +79,40 @@ function describe(pids: number[]): string[] {
     }
   });
 }
+
+Deno.test({
+  name:
+    "lifetime: a killed server's private sandbox directory is reclaimed by the next server, a live one's never",
+  ignore: !sandboxSupport().available,
+  fn: async () => {
+    const tmp = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "tmpdir-" });
+    const privateDirs = () =>
+      [...Deno.readDirSync(tmp)].map((e) => e.name).filter((n) =>
+        n.startsWith("exec-server-sandbox-")
+      ).sort();
+    const sandboxedRun = async (s: SpawnedServer) => {
+      await s.client.initialize();
+      const run = await runSandboxed(s.client, "/tmp", "true", sandboxContext("/tmp", READ_ONLY));
+      assertEquals(run.exitCode, 0);
+    };
+    try {
+      const env = { TMPDIR: tmp };
+      const killed = spawnStdioServer(["serve", "--listen", "stdio", "--log-level", "error"], env);
+      await sandboxedRun(killed);
+      const [stale] = privateDirs();
+      killed.child.kill("SIGKILL");
+      await killed[Symbol.asyncDispose]();
+      await using live = spawnStdioServer(["serve", "--listen", "stdio"], env);
+      await sandboxedRun(live);
+      const liveDir = privateDirs().find((n) => n !== stale)!;
+      await using next = spawnStdioServer(["serve", "--listen", "stdio"], env);
+      await sandboxedRun(next);
+      const after = privateDirs();
+      assertEquals(after.includes(stale!), false, "the killed server's directory is gone");
+      assertEquals(after.includes(liveDir), true, "the live server's directory is kept");
+      assertEquals(after.length, 2);
+    } finally {
+      await Deno.remove(tmp, { recursive: true });
+    }
+  },
+});

@@ -155,11 +155,53 @@ export type PidNamespace = "isolate" | "inherit";
 let privateDir: string | null = null;
 const files = new Map<string, string>();
 
+const PRIVATE_PREFIX = "exec-server-sandbox-";
+
+/** When process `pid` started (clock ticks since boot), or null when there is no such process. */
+function startTime(pid: number | "self"): string | null {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Removes the private directories of servers that are gone (killed before
+ * they could remove their own): named `exec-server-sandbox-PID-START-…`,
+ * a directory is stale once no process PID started at START. A live
+ * server's (its pid and start time match) is never touched; directories of
+ * another naming are left alone.
+ */
+export function reclaimStalePrivateDirs(tmp: string): string[] {
+  const removed: string[] = [];
+  let entries: Iterable<Deno.DirEntry>;
+  try {
+    entries = Deno.readDirSync(tmp);
+  } catch {
+    return removed;
+  }
+  for (const entry of entries) {
+    const owner = new RegExp(`^${PRIVATE_PREFIX}(\\d+)-(\\d+)-`).exec(entry.name);
+    if (!owner || !entry.isDirectory) continue;
+    if (startTime(Number(owner[1])) === owner[2]) continue;
+    try {
+      Deno.removeSync(`${tmp}/${entry.name}`, { recursive: true });
+      removed.push(entry.name);
+    } catch { /* another server reclaimed it first, or not ours to remove */ }
+  }
+  return removed;
+}
+
 function serverFile(name: string, data: Uint8Array, mode: number): string {
   const existing = files.get(name);
   if (existing) return existing;
   if (!privateDir) {
-    const dir = Deno.makeTempDirSync({ prefix: "exec-server-sandbox-" });
+    reclaimStalePrivateDirs(Deno.env.get("TMPDIR") || "/tmp");
+    const dir = Deno.makeTempDirSync({
+      prefix: `${PRIVATE_PREFIX}${Deno.pid}-${startTime("self") ?? 0}-`,
+    });
     privateDir = dir;
     globalThis.addEventListener("unload", () => {
       try {
