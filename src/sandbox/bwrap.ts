@@ -148,6 +148,13 @@ function isExecutable(path: string): boolean {
 
 const NAMESPACES = ["--unshare-user", "--unshare-ipc"];
 
+/**
+ * Kernel settings are read-only in a sandbox: a server running as root maps
+ * its sandboxes to root, whom `/proc/sys`'s permissions let write host-wide
+ * settings even without capabilities.
+ */
+const PROC_SYS_RO = ["--ro-bind", "/proc/sys", "/proc/sys"];
+
 /** `isolate`: an own PID namespace; `inherit`: the server's. */
 export type PidNamespace = "isolate" | "inherit";
 
@@ -167,15 +174,36 @@ function startTime(pid: number | "self"): string | null {
   }
 }
 
+/** This process's PID namespace (its inode number), or null when unknown. */
+function pidNamespace(): string | null {
+  try {
+    return /\[(\d+)\]/.exec(Deno.readLinkSync("/proc/self/ns/pid"))?.[1] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The name prefix of this server's private directory: its PID namespace,
+ * pid and start time (who owns it, and how to tell the owner is gone).
+ */
+function ownerPrefix(): string {
+  return `${PRIVATE_PREFIX}${pidNamespace() ?? 0}-${Deno.pid}-${startTime("self") ?? 0}-`;
+}
+
 /**
  * Removes the private directories of servers that are gone (killed before
- * they could remove their own): named `exec-server-sandbox-PID-START-…`,
- * a directory is stale once no process PID started at START. A live
- * server's (its pid and start time match) is never touched; directories of
- * another naming are left alone.
+ * they could remove their own): named `exec-server-sandbox-NS-PID-START-…`,
+ * a directory is stale once no process PID started at START in PID
+ * namespace NS. Only directories of this server's own PID namespace are
+ * judged (from inside a sandbox's namespace, host pids are not visible); a
+ * live server's is never touched; directories of another naming are left
+ * alone.
  */
 export function reclaimStalePrivateDirs(tmp: string): string[] {
   const removed: string[] = [];
+  const namespace = pidNamespace();
+  if (namespace === null) return removed;
   let entries: Iterable<Deno.DirEntry>;
   try {
     entries = Deno.readDirSync(tmp);
@@ -183,9 +211,9 @@ export function reclaimStalePrivateDirs(tmp: string): string[] {
     return removed;
   }
   for (const entry of entries) {
-    const owner = new RegExp(`^${PRIVATE_PREFIX}(\\d+)-(\\d+)-`).exec(entry.name);
-    if (!owner || !entry.isDirectory) continue;
-    if (startTime(Number(owner[1])) === owner[2]) continue;
+    const owner = new RegExp(`^${PRIVATE_PREFIX}(\\d+)-(\\d+)-(\\d+)-`).exec(entry.name);
+    if (!owner || !entry.isDirectory || owner[1] !== namespace) continue;
+    if (startTime(Number(owner[2])) === owner[3]) continue;
     try {
       Deno.removeSync(`${tmp}/${entry.name}`, { recursive: true });
       removed.push(entry.name);
@@ -199,9 +227,7 @@ function serverFile(name: string, data: Uint8Array, mode: number): string {
   if (existing) return existing;
   if (!privateDir) {
     reclaimStalePrivateDirs(Deno.env.get("TMPDIR") || "/tmp");
-    const dir = Deno.makeTempDirSync({
-      prefix: `${PRIVATE_PREFIX}${Deno.pid}-${startTime("self") ?? 0}-`,
-    });
+    const dir = Deno.makeTempDirSync({ prefix: ownerPrefix() });
     privateDir = dir;
     globalThis.addEventListener("unload", () => {
       try {
@@ -243,7 +269,7 @@ export function bwrapOptions(
   if (plan.network === "restricted") args.push("--unshare-net");
   const fs = plan.fileSystem;
   if (fs === "unrestricted") {
-    args.push("--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc");
+    args.push("--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", ...PROC_SYS_RO);
   } else {
     switch (fs.root) {
       case "read":
@@ -270,7 +296,7 @@ export function bwrapOptions(
         args.push("--tmpfs", "/");
         break;
     }
-    args.push("--dev", "/dev", "--proc", "/proc");
+    args.push("--dev", "/dev", "--proc", "/proc", ...PROC_SYS_RO);
     const readOnly: string[] = [];
     for (const rule of fs.rules) {
       switch (rule.kind) {

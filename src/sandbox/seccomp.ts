@@ -8,6 +8,18 @@
  * - always: `io_uring_setup`, `io_uring_enter`, `io_uring_register` (a
  *   side door around the other checks) and `socket`/`socketpair` of
  *   `AF_VSOCK` (the host's hypervisor channel);
+ * - always, beyond the reference: what a confined command never needs and
+ *   what reaches past the sandbox's namespaces — the kernel keyrings
+ *   (`add_key`, `request_key`, `keyctl`: a sandbox of a root server wrote
+ *   to the host root's keyring), `perf_event_open`, `bpf`, `userfaultfd`,
+ *   kernel modules and `kexec`, `open_by_handle_at`/`name_to_handle_at`
+ *   (file handles bypass the mount namespace), `acct`, `swapon`/`swapoff`,
+ *   `reboot`, `syslog`, `vhangup`, `quotactl`, `lookup_dcookie`, and on
+ *   x86-64 `iopl`/`ioperm`. The list is Docker's default profile's blocked
+ *   calls minus those that only an administrator's capabilities allow
+ *   (bubblewrap drops them all) and minus what ordinary programs use;
+ * - `ioctl` `TIOCSTI` and `TIOCLINUX` (typing into a terminal), refused by
+ *   the reference as well;
  * - `network: "routed"` (a restricted sandbox routed to the managed
  *   proxy): `socket`/`socketpair` of families other than `AF_UNIX`,
  *   `AF_INET` and `AF_INET6`, and the inspection calls below;
@@ -38,6 +50,8 @@ interface SyscallTable {
   readonly inspection: readonly number[];
   /** Refused always. */
   readonly always: readonly number[];
+  /** `ioctl`, whose terminal-injection requests are refused. */
+  readonly ioctl: number;
 }
 
 const TABLES: Record<string, SyscallTable> = {
@@ -51,8 +65,40 @@ const TABLES: Record<string, SyscallTable> = {
     network: [42, 43, 44, 48, 49, 50, 51, 52, 54, 55, 288, 299, 307],
     // ptrace process_vm_readv process_vm_writev
     inspection: [101, 310, 311],
-    // io_uring_setup io_uring_enter io_uring_register
-    always: [425, 426, 427],
+    // io_uring_setup io_uring_enter io_uring_register; add_key request_key
+    // keyctl perf_event_open bpf userfaultfd; init_module finit_module
+    // delete_module kexec_load kexec_file_load; name_to_handle_at
+    // open_by_handle_at acct swapon swapoff reboot syslog vhangup quotactl
+    // lookup_dcookie iopl ioperm
+    always: [
+      425,
+      426,
+      427,
+      248,
+      249,
+      250,
+      298,
+      321,
+      323,
+      175,
+      313,
+      176,
+      246,
+      320,
+      303,
+      304,
+      163,
+      167,
+      168,
+      169,
+      103,
+      153,
+      179,
+      212,
+      172,
+      173,
+    ],
+    ioctl: 16,
   },
   aarch64: {
     auditArch: 0xc00000b7,
@@ -61,7 +107,34 @@ const TABLES: Record<string, SyscallTable> = {
     socketpair: 199,
     network: [203, 202, 206, 210, 200, 201, 204, 205, 208, 209, 242, 243, 269],
     inspection: [117, 270, 271],
-    always: [425, 426, 427],
+    // The same calls (aarch64 has no iopl/ioperm).
+    always: [
+      425,
+      426,
+      427,
+      217,
+      218,
+      219,
+      241,
+      280,
+      282,
+      105,
+      273,
+      106,
+      104,
+      294,
+      264,
+      265,
+      89,
+      224,
+      225,
+      142,
+      116,
+      58,
+      60,
+      18,
+    ],
+    ioctl: 29,
   },
 };
 
@@ -85,10 +158,14 @@ const JGE_K = 0x35;
 const RET_K = 0x06;
 const RET_ALLOW = 0x7fff0000;
 const RET_EPERM = 0x00050000 | 1;
-// struct seccomp_data: nr at 0, arch at 4, args[0] (low half) at 16.
+// struct seccomp_data: nr at 0, arch at 4, args[0] (low half) at 16, args[1] at 24.
 const NR = 0;
 const ARCH = 4;
 const ARG0 = 16;
+const ARG1 = 24;
+/** `ioctl` requests that type into a terminal. */
+const TIOCSTI = 0x5412;
+const TIOCLINUX = 0x541c;
 
 interface Insn {
   code: number;
@@ -117,8 +194,9 @@ export function seccompProgram(
   const stmt = (code: number, k: number) => program.push({ code, jt: 0, jf: 0, k });
   // Labels are resolved once the program is laid out: jumps here only go
   // forward to the shared ALLOW / EPERM returns or the socket check.
-  const jumps: { at: number; target: "allow" | "deny" | "socket"; when: boolean }[] = [];
-  const jump = (code: number, k: number, target: "allow" | "deny" | "socket") => {
+  type Target = "allow" | "deny" | "socket" | "ioctl";
+  const jumps: { at: number; target: Target; when: boolean }[] = [];
+  const jump = (code: number, k: number, target: Target) => {
     jumps.push({ at: program.length, target, when: true });
     program.push({ code, jt: 0, jf: 0, k });
   };
@@ -132,6 +210,12 @@ export function seccompProgram(
   for (const nr of denied) jump(JEQ_K, nr, "deny");
   jump(JEQ_K, table.socket, "socket");
   jump(JEQ_K, table.socketpair, "socket");
+  jump(JEQ_K, table.ioctl, "ioctl");
+  stmt(RET_K, RET_ALLOW);
+  const ioctlAt = program.length;
+  stmt(LD_W_ABS, ARG1);
+  jump(JEQ_K, TIOCSTI, "deny");
+  jump(JEQ_K, TIOCLINUX, "deny");
   stmt(RET_K, RET_ALLOW);
   const socketAt = program.length;
   stmt(LD_W_ABS, ARG0);
@@ -151,7 +235,7 @@ export function seccompProgram(
   const denyAt = program.length;
   stmt(RET_K, RET_EPERM);
 
-  const targets = { allow: allowAt, deny: denyAt, socket: socketAt };
+  const targets = { allow: allowAt, deny: denyAt, socket: socketAt, ioctl: ioctlAt };
   for (const { at, target, when } of jumps) {
     const offset = targets[target] - at - 1;
     if (offset < 0 || offset > 255) throw new Error("seccomp program too long");
