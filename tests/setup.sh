@@ -40,6 +40,7 @@ need bwrap bubblewrap
 need setfacl acl
 need script bsdutils
 need setpriv util-linux
+need gcc gcc
 
 # The reference exec-server, for the side-by-side tests.
 if [ -n "${CODEX_REFERENCE_BIN:-}" ]; then
@@ -69,7 +70,7 @@ if ! deno install --frozen >&2; then
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
-  echo "test setup: bubblewrap, acl, script, setpriv and the reference server (codex ${reference_version}) are here; nothing is skipped" >&2
+  echo "test setup: bubblewrap, acl, script, setpriv, gcc and the reference server (codex ${reference_version}) are here; nothing is skipped" >&2
 else
   msg=$(printf '%s; ' "${missing[@]}")
   echo "test setup: NOT available, the tests that need them say so and are skipped: ${msg%; }" >&2

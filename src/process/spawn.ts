@@ -26,9 +26,51 @@ export interface SpawnRequest {
   /**
    * Runs the resolved command line through a wrapper (a sandbox): given
    * the program (resolved on the server) and its arguments, returns what
-   * to start instead.
+   * to start instead. The wrapper's own programs run on the host before
+   * anything is confined, so they get the environment without what
+   * {@linkcode unsafeForHelpers} names; the wrapper must hand those
+   * variables to the program itself (see {@linkcode helperEnvironment}).
    */
   readonly launcher?: (target: string[]) => string[];
+}
+
+/**
+ * glibc's list of variables it ignores for set-user-id programs (they load
+ * or locate code and data), and the shells' start-up variables.
+ */
+const UNSAFE_NAMES = new Set([
+  "GCONV_PATH",
+  "GETCONF_DIR",
+  "HOSTALIASES",
+  "LOCALDOMAIN",
+  "LOCPATH",
+  "MALLOC_TRACE",
+  "NIS_PATH",
+  "NLSPATH",
+  "RESOLV_HOST_CONF",
+  "RES_OPTIONS",
+  "TMPDIR",
+  "TZDIR",
+  "BASH_ENV",
+  "ENV",
+  "SHELLOPTS",
+  "BASHOPTS",
+  "PS4",
+]);
+
+/**
+ * True for a variable that would make a host-side helper (`setsid`, `sh`,
+ * `bwrap`) load or run code the request chose — `LD_PRELOAD` and every
+ * `LD_*`, glibc's unsecure-environment list, shell start-up variables —
+ * before the program it starts is confined.
+ */
+export function unsafeForHelpers(name: string): boolean {
+  return name.startsWith("LD_") || UNSAFE_NAMES.has(name);
+}
+
+/** `env` without what {@linkcode unsafeForHelpers} names: what a wrapper's helpers run with. */
+export function helperEnvironment(env: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !unsafeForHelpers(name)));
 }
 
 /** The reference's text for a missing program or directory. */
@@ -140,7 +182,7 @@ function spawnInSession(argv: readonly string[], request: SpawnRequest): Spawned
   const child = new Deno.Command(SETSID ?? program!, {
     args: SETSID ? [...argv] : args,
     cwd: request.cwd,
-    env: { ...request.env },
+    env: request.launcher ? helperEnvironment(request.env) : { ...request.env },
     clearEnv: true,
     stdin: request.stdin,
     stdout: "piped",

@@ -333,14 +333,16 @@ export function bwrapOptions(
   return args;
 }
 
-/**
- * A restricted network routed to the managed proxy through a bridge inside
- * the sandbox (see `proxy_route.ts`): IP sockets allowed on the sandbox's own
- * loopback, and the variables the bridge's runtime needs.
- */
-export interface RoutedNetwork {
-  /** Set inside the sandbox (`--setenv`). */
-  readonly setenv: Readonly<Record<string, string>>;
+/** What a launch adds to its plan. */
+export interface LaunchExtras {
+  /** Set inside the sandbox (`--setenv`), for the confined program only. */
+  readonly setenv?: Readonly<Record<string, string>>;
+  /**
+   * A restricted network routed to the managed proxy through a bridge
+   * inside the sandbox (see `proxy_route.ts`): IP sockets allowed on the
+   * sandbox's own loopback.
+   */
+  readonly routed?: boolean;
 }
 
 /**
@@ -353,15 +355,14 @@ export function sandboxCommand(
   cwd: string,
   target: readonly string[],
   pidNamespace: PidNamespace = "isolate",
-  routed: RoutedNetwork | null = null,
+  extras: LaunchExtras = {},
 ): string[] {
   const { bwrap, sh } = sandboxSupport();
   if (!bwrap || !sh) throw new Error("bubblewrap is not available");
   const options = bwrapOptions(plan, cwd, pidNamespace);
-  if (routed) {
-    for (const [k, v] of Object.entries(routed.setenv)) options.push("--setenv", k, v);
-  }
-  const filter = seccompFile(routed && plan.network === "restricted" ? "routed" : plan.network);
+  for (const [k, v] of Object.entries(extras.setenv ?? {})) options.push("--setenv", k, v);
+  const routed = extras.routed === true && plan.network === "restricted";
+  const filter = seccompFile(routed ? "routed" : plan.network);
   if (!filter) return [bwrap, ...options, "--", ...target];
   return [
     sh,

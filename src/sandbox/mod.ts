@@ -6,6 +6,7 @@
  */
 
 import type { FileSystemSandboxContext } from "../protocol/types.ts";
+import { unsafeForHelpers } from "../process/spawn.ts";
 import {
   createdMountPoints,
   holdMountPoints,
@@ -101,12 +102,20 @@ export function prepareSandbox(
   }
   const mountPoints = createdMountPoints(plan);
   const env = context.env;
+  // Kept from the host-side helpers (see `unsafeForHelpers`): bubblewrap
+  // sets them for the confined program alone.
+  const confinedOnly = Object.fromEntries(
+    Object.entries(env).filter(([name]) => unsafeForHelpers(name)),
+  );
   return {
     plan,
     launcher: (cwd) => (target) => {
-      if (!route) return sandboxCommand(plan, cwd, target, pidNamespace);
+      if (!route) return sandboxCommand(plan, cwd, target, pidNamespace, { setenv: confinedOnly });
       const bridged = route.bridged(target, env);
-      return sandboxCommand(plan, cwd, bridged.argv, pidNamespace, { setenv: bridged.setenv });
+      return sandboxCommand(plan, cwd, bridged.argv, pidNamespace, {
+        setenv: { ...confinedOnly, ...bridged.setenv },
+        routed: true,
+      });
     },
     signaller: sandboxSignaller,
     hold: (running) => holdMountPoints(mountPoints, running),

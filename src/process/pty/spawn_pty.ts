@@ -29,6 +29,7 @@ import { Pty } from "./pty.ts";
 import {
   checkCwd,
   findInPath,
+  helperEnvironment,
   resolveTarget,
   type SpawnedChild,
   SpawnError,
@@ -153,7 +154,7 @@ export function ptyBackend(): { backend: PtyBackend | null; reason: string } {
               ...target,
             ],
           cwd: request.cwd,
-          env: { ...request.env },
+          env: request.launcher ? helperEnvironment(request.env) : { ...request.env },
           clearEnv: true,
           stdin: "null",
           stdout: "null",
