@@ -78,6 +78,8 @@ class FsWorker {
   readonly peer: RpcPeer;
   readonly ready: Promise<void>;
   readonly #child: Deno.ChildProcess;
+  /** Settles once the worker has exited and its stderr is read to the end. */
+  readonly gone: Promise<void>;
   /** The last lines bubblewrap or the worker printed on stderr, and when they are all in. */
   readonly #stderr: string[] = [];
   readonly #stderrDone: Promise<void>;
@@ -120,7 +122,9 @@ class FsWorker {
       },
     });
     holdMountPoints(mountPoints, this.#child.status);
-    this.#child.status.then(() => this.onGone(), () => this.onGone());
+    // Gone once it has exited and everything it printed is read.
+    this.gone = Promise.allSettled([this.#child.status, this.#stderrDone]).then(() => {});
+    this.gone.then(() => this.onGone());
     this.peer = new RpcPeer(
       ndjsonConnection(this.#child.stdout, this.#child.stdin, { label: "sandbox fs worker" }),
       { onMalformed: "close" },
@@ -197,9 +201,6 @@ class FsWorker {
     this.#child.status.finally(() => clearTimeout(timer));
   }
 
-  get status(): Promise<Deno.CommandStatus> {
-    return this.#child.status;
-  }
 
   /**
    * Why the worker went away, once it has (waited for briefly): its exit
@@ -242,7 +243,7 @@ export class SandboxFsGateway implements AsyncDisposable {
     for (;;) {
       const worker = this.#worker(plan);
       if (!worker.closing) return worker;
-      await worker.status.catch(() => {});
+      await worker.gone;
     }
   }
 
@@ -339,7 +340,7 @@ export class SandboxFsGateway implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     const workers = [...this.#workers.values()];
     for (const worker of workers) worker.close();
-    await Promise.allSettled(workers.map((w) => w.status));
+    await Promise.all(workers.map((w) => w.gone));
     this.#workers.clear();
   }
 }
