@@ -42,7 +42,9 @@ for (const [name, options] of clientTargets()) {
     assertEquals(text(out.stdout), "hi\n");
     const info = await client.request("environment/info");
     assert(info);
-    assert(performance.now() - started < 5000, `took ${performance.now() - started} ms`);
+    // Without per-process flow control these would wait for ever (the
+    // deadline only tells that hang from a busy machine).
+    assert(performance.now() - started < 60_000, `took ${performance.now() - started} ms`);
     if (name === "ours") {
       // Paused, not lost: the child waits for its reader, every byte arrives.
       assert(!noisy.finished);
@@ -93,7 +95,8 @@ Deno.test("client: close() ends a stdio server's whole group, even a grandchild 
   assert(await eventually(() => sleepers("31341").length === 1), "the grandchild runs");
   const started = performance.now();
   await client.close();
-  assert(performance.now() - started < 4000, `close took ${performance.now() - started} ms`);
+  // A close that waited for the grandchild's stderr would wait for ever.
+  assert(performance.now() - started < 60_000, `close took ${performance.now() - started} ms`);
   assert(await eventually(() => sleepers("31341").length === 0), "the grandchild outlived close");
 });
 
@@ -104,12 +107,13 @@ Deno.test("client: a reply that is not JSON fails the connection at once and sto
       connect({
         command: { program: "sh", args: ["-c", "read line; echo not json; exec sleep 31342"] },
         stopTimings: { eofGraceMs: 100, termGraceMs: 100 },
-        initializeTimeoutMs: 20_000,
+        initializeTimeoutMs: 300_000,
       }),
     Error,
     "malformed message",
   );
-  assert(performance.now() - started < 5000, `took ${performance.now() - started} ms`);
+  // At once, not at the initialize timeout.
+  assert(performance.now() - started < 60_000, `took ${performance.now() - started} ms`);
   assert(await eventually(() => sleepers("31342").length === 0), "the server was not stopped");
 });
 

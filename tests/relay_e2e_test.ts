@@ -183,7 +183,7 @@ Deno.test({
       const w = child.stdin.getWriter();
       await w.write(new TextEncoder().encode(executorToken + "\n"));
       await w.close();
-      assert(await eventually(() => relay.executorCount > 0, 10_000), "timed out waiting");
+      assert(await eventually(() => relay.executorCount > 0, 30_000), "timed out waiting");
       assertEquals(relay.executorCount, 1);
       const client = await connect({
         rendezvous: { registryUrl: relay.url, environmentId: "env-ref", token: harnessToken },
@@ -342,7 +342,7 @@ Deno.test("relay e2e: forward — a WebSocket exec-server behind our relay, stre
     await Deno.remove(dir, { recursive: true });
     // Closing the harness ends the bridged connection on the target too.
     await client.close();
-    assert(await eventually(() => target.connectionCount === 0, 2000), "timed out waiting");
+    assert(await eventually(() => target.connectionCount === 0, 30_000), "timed out waiting");
     assertEquals(target.connectionCount, 0);
   } finally {
     await executor.close();
@@ -391,7 +391,7 @@ Deno.test({
       const w = forward.stdin.getWriter();
       await w.write(new TextEncoder().encode(executorToken + "\n"));
       await w.close();
-      assert(await eventually(() => relay.executorCount > 0, 10_000), "timed out waiting");
+      assert(await eventually(() => relay.executorCount > 0, 30_000), "timed out waiting");
       const client = await connect({
         rendezvous: { registryUrl: relay.url, environmentId: "env-cfwd", token: harnessToken },
       });

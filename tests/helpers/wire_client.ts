@@ -89,8 +89,11 @@ export class WireClient {
     return this.transport.sendRaw(typeof msg === "string" ? msg : JSON.stringify(msg));
   }
 
-  /** Waits for (and removes) the first message matching `pred`. */
-  async take(pred: (m: Msg) => boolean, timeoutMs = 10_000): Promise<Msg> {
+  /**
+   * Waits for (and removes) the first message matching `pred`. The deadline
+   * only turns a hang into a failure: it is generous, for a busy machine.
+   */
+  async take(pred: (m: Msg) => boolean, timeoutMs = 60_000): Promise<Msg> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const i = this.#messages.findIndex(pred);
@@ -110,7 +113,7 @@ export class WireClient {
   }
 
   /** Sends a request and returns the whole response message. */
-  async call(method: string, params?: unknown, timeoutMs = 10_000): Promise<Msg> {
+  async call(method: string, params?: unknown, timeoutMs = 60_000): Promise<Msg> {
     const id = this.#nextId++;
     const msg: Msg = { id, method };
     if (params !== undefined) msg.params = params;
@@ -119,7 +122,7 @@ export class WireClient {
   }
 
   /** Sends a request; returns the result or throws with the error. */
-  async request(method: string, params?: unknown, timeoutMs = 10_000): Promise<Msg> {
+  async request(method: string, params?: unknown, timeoutMs = 60_000): Promise<Msg> {
     const res = await this.call(method, params, timeoutMs);
     if (res.error) throw new Error(`${method}: ${res.error.code} ${res.error.message}`);
     return res.result;
@@ -132,7 +135,7 @@ export class WireClient {
   }
 
   /** Waits for a notification `method` matching `pred`. */
-  notification(method: string, pred: (p: Msg) => boolean = () => true, timeoutMs = 10_000) {
+  notification(method: string, pred: (p: Msg) => boolean = () => true, timeoutMs = 60_000) {
     return this.take((m) => m.method === method && pred(m.params), timeoutMs);
   }
 
@@ -392,10 +395,13 @@ export function isDead(pid: number): boolean {
   }
 }
 
-/** Polls `check` until true or `timeoutMs` passes. */
+/**
+ * Polls `check` until true or `timeoutMs` passes (a deadline for a busy
+ * machine: a passing check returns at once).
+ */
 export async function eventually(
   check: () => boolean | Promise<boolean>,
-  timeoutMs = 5000,
+  timeoutMs = 30_000,
   stepMs = 20,
 ): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
@@ -409,7 +415,7 @@ export async function eventually(
 /** Polls `probe` until it returns a value other than `null`; throws after `timeoutMs`. */
 export async function waitFor<T>(
   probe: () => T | null | Promise<T | null>,
-  timeoutMs = 5000,
+  timeoutMs = 30_000,
   stepMs = 20,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
