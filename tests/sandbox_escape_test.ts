@@ -294,3 +294,61 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "escape: TMPDIR in the request never widens what a workspace-write sandbox can write",
+  ignore: !sandboxSupport().available,
+  fn: async () => {
+    for (const named of [oursServer(), referenceServer()]) {
+      if (!named) continue;
+      await using s = named.server;
+      await s.client.initialize();
+      const base = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "tmpdir-escape-" });
+      const ws = `${base}/ws`;
+      const home = `${base}/home`; // stands for $HOME: outside every root
+      await Deno.mkdir(ws);
+      await Deno.mkdir(home);
+      const inTmp = await Deno.makeTempDir({ prefix: "tmpdir-ok-" }); // inside /tmp (writable)
+      try {
+        const attempts: Array<[string, string, string]> = [
+          // [TMPDIR, where the script writes, the host path that shows it]
+          ["/", `${home}/via-slash`, `${home}/via-slash`],
+          [home, `${home}/via-home`, `${home}/via-home`],
+          ["..", `${base}/via-dotdot`, `${base}/via-dotdot`],
+        ];
+        const outcome: Record<string, boolean> = {};
+        for (const [tmpdir, target, check] of attempts) {
+          await runSandboxed(
+            s.client,
+            ws,
+            `echo x > '${target}'`,
+            sandboxContext(ws, WORKSPACE_WRITE),
+            {
+              env: { PATH: "/usr/local/bin:/usr/bin:/bin", TMPDIR: tmpdir },
+            },
+          );
+          outcome[tmpdir === home ? "$HOME" : tmpdir] = await exists(check);
+        }
+        // A TMPDIR inside a writable root stays usable.
+        const ok = await runSandboxed(
+          s.client,
+          ws,
+          'echo x > "$TMPDIR/ok" && echo written',
+          sandboxContext(ws, WORKSPACE_WRITE),
+          { env: { PATH: "/usr/local/bin:/usr/bin:/bin", TMPDIR: inTmp } },
+        );
+        outcome.inside = ok.stdout.includes("written");
+        if (named.name === "reference") {
+          // Recorded: 0.169.0 makes every one of them writable
+          // ({"/": true, "$HOME": true, "..": true, inside: true}).
+          console.warn(`note: reference: ${JSON.stringify(outcome)}`);
+          continue;
+        }
+        assertEquals(outcome, { "/": false, "$HOME": false, "..": false, inside: true });
+      } finally {
+        await Deno.remove(base, { recursive: true });
+        await Deno.remove(inTmp, { recursive: true });
+      }
+    }
+  },
+});

@@ -18,6 +18,12 @@
  * - A `read` or `none` entry whose path is missing but would be creatable
  *   (it lies in a writable area) becomes a placeholder too; a missing path
  *   elsewhere needs nothing (it cannot be created).
+ * - Beyond the reference: the `tmpdir` entry never widens what can be
+ *   written. It names `TMPDIR` from the request's environment, which the
+ *   request chose (`TMPDIR=/` made the whole host writable on the
+ *   reference); it is honoured only when that directory is the server's own
+ *   `TMPDIR` or lies inside a root another entry already makes writable, and
+ *   grants nothing otherwise.
  *
  * Resolution happens at spawn time, on the host, so a path that changes
  * afterwards changes nothing: bubblewrap mounts what was resolved, and a
@@ -90,6 +96,27 @@ export interface ResolveContext {
   readonly cwd: string;
   /** The environment the sandboxed code gets (`TMPDIR`). */
   readonly env: Readonly<Record<string, string>>;
+  /** The server's own `TMPDIR` (trusted as a `tmpdir` entry). Default: this process's. */
+  readonly serverTmpdir?: string | null;
+}
+
+/**
+ * Whether a `tmpdir` entry's directory may count: the server's own
+ * `TMPDIR`, or inside (or equal to) a root another entry makes writable.
+ */
+function trustedTmpdir(
+  path: string,
+  requested: ReadonlyMap<string, MountAccess>,
+  serverTmpdir: string | null | undefined,
+): boolean {
+  const own = serverTmpdir === undefined ? Deno.env.get("TMPDIR") : serverTmpdir;
+  if (own && canonical(own) === path) return true;
+  for (const [root, access] of requested) {
+    if (access === "write" && (path === root || path.startsWith(`${root === "/" ? "" : root}/`))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 /** `path` with symlinks resolved as far as it exists (a missing tail is kept). */
@@ -187,7 +214,10 @@ export function resolveSandbox(
   const requested = new Map<string, MountAccess>();
   const directWrites = new Set<string>();
   let minimal = false;
-  for (const entry of permissions.file_system.entries) {
+  // `tmpdir` entries last: whether they count depends on the others.
+  const entries = permissions.file_system.entries;
+  const isTmpdir = (e: SandboxEntry) => e.path.type === "special" && e.path.value.kind === "tmpdir";
+  for (const entry of [...entries.filter((e) => !isTmpdir(e)), ...entries.filter(isTmpdir)]) {
     const resolved = entryPaths(entry, roots, base, context.env);
     const access = mountAccess(entry.access);
     if (resolved === "minimal") {
@@ -196,6 +226,7 @@ export function resolveSandbox(
     }
     for (const raw of resolved.paths) {
       const path = canonical(raw);
+      if (isTmpdir(entry) && !trustedTmpdir(path, requested, context.serverTmpdir)) continue;
       const previous = requested.get(path);
       if (!previous || RANK[access] > RANK[previous]) requested.set(path, access);
       if (resolved.direct && access === "write") directWrites.add(path);
