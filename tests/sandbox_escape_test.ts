@@ -137,7 +137,11 @@ Deno.test({
             console.warn(`note: reference, worktree layout: ${JSON.stringify(outcome)}`);
             continue;
           }
-          assertEquals(outcome, { config: "[core]\n", hook: false }, `${named.name} ${layout}`);
+          assertEquals(
+            outcome,
+            { config: "[core]\n", hook: false },
+            `${named.name} ${layout}: ${run.stderr}`,
+          );
         } finally {
           await Deno.remove(base, { recursive: true });
         }

@@ -201,7 +201,6 @@ class FsWorker {
     this.#child.status.finally(() => clearTimeout(timer));
   }
 
-
   /**
    * Why the worker went away, once it has (waited for briefly): its exit
    * status and the last lines it printed ("" while it is still running),
