@@ -1,7 +1,7 @@
 import { assert, assertEquals, assertStringIncludes } from "./helpers/assert.ts";
 import {
-  CLI,
   inProcessStdio,
+  ourStdioCommand,
   spawnCommandServer,
   spawnStdioServer,
   type WireClient,
@@ -727,19 +727,7 @@ Deno.test("fs: permission denied for real (root runs the server without capabili
   // Root reads a mode-000 file through CAP_DAC_OVERRIDE; a server started
   // with an empty capability bounding set has none, as an ordinary user.
   const server = Deno.uid() === 0
-    ? spawnCommandServer("setpriv", [
-      "--bounding-set=-all",
-      "--",
-      Deno.execPath(),
-      "run",
-      "-A",
-      CLI,
-      "serve",
-      "--listen",
-      "stdio",
-      "--log-level",
-      "error",
-    ])
+    ? spawnCommandServer("setpriv", ["--bounding-set=-all", "--", ...ourStdioCommand()])
     : spawnStdioServer(["serve", "--listen", "stdio", "--log-level", "error"]);
   await using s = server;
   await s.client.initialize();

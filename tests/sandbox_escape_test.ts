@@ -14,7 +14,7 @@ import {
 } from "./helpers/sandbox.ts";
 import { lexists as exists } from "../src/fs/metadata.ts";
 import { spawnCommandServer } from "./helpers/wire_client.ts";
-import { CLI } from "./helpers/wire_client.ts";
+import { ourStdioCommand } from "./helpers/wire_client.ts";
 import { referenceBin, referenceHome, scratchRoot } from "./helpers/reference.ts";
 import { sandboxSupport } from "../src/sandbox/bwrap.ts";
 
@@ -27,16 +27,7 @@ function launchedWithOpenDirectory(dir: string): NamedServer[] {
     spawnCommandServer("bash", ["-c", 'exec 7<"$0"; exec "$@"', dir, program, ...args], env);
   const servers: NamedServer[] = [{
     name: "ours",
-    server: launcher(Deno.execPath(), [
-      "run",
-      "-A",
-      CLI,
-      "serve",
-      "--listen",
-      "stdio",
-      "--log-level",
-      "error",
-    ]),
+    server: launcher(ourStdioCommand()[0]!, ourStdioCommand().slice(1)),
   }];
   const ref = referenceBin();
   if (ref) {

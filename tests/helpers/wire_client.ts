@@ -217,6 +217,11 @@ export interface SpawnedServer {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** The command line of our server on stdio (errors logged only), for launchers that wrap it. */
+export function ourStdioCommand(): string[] {
+  return [Deno.execPath(), "run", "-A", CLI, "serve", "--listen", "stdio", "--log-level", "error"];
+}
+
 /** Runs `deno run -A cli.ts <args>` and speaks NDJSON on its stdio. */
 export function spawnStdioServer(
   args: string[] = ["serve", "--listen", "stdio"],
