@@ -2,7 +2,8 @@
 # Sets up what the test suite needs, where this machine allows it, and says
 # in one line what it could not (the tests that need it then say so too):
 #   - bubblewrap (sandboxed requests), acl (setfacl/getfacl), util-linux's
-#     `script` and `setpriv`: Debian packages, installed as root with apt-get;
+#     `script` and `setpriv`, gcc: Debian packages, installed with apt-get as
+#     root or through passwordless sudo;
 #   - the reference server (@openai/codex, pinned below) from npm into
 #     .cache/, found by the tests through .cache/reference-bin
 #     (CODEX_REFERENCE_BIN overrides it; EXEC_SERVER_SKIP_REFERENCE=1 skips it);
@@ -17,20 +18,28 @@ reference_version="${CODEX_REFERENCE_VERSION:-0.169.0}"
 missing=()
 apt_updated=0
 
-# Installs Debian package $2 when command $1 is missing (root and apt-get only).
+# apt-get as root, or through passwordless sudo (CI runners); empty when neither.
+as_root=""
+if [ "$(id -u)" -eq 0 ]; then
+  as_root="env"
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  as_root="sudo -n"
+fi
+
+# Installs Debian package $2 when command $1 is missing (root or sudo, and apt-get).
 need() {
   local command=$1 package=$2
   command -v "$command" >/dev/null 2>&1 && return 0
-  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    missing+=("$package (needs root and apt-get)")
+  if [ -z "$as_root" ] || ! command -v apt-get >/dev/null 2>&1; then
+    missing+=("$package (needs root or passwordless sudo, and apt-get)")
     return 1
   fi
   echo "test setup: installing Debian's $package" >&2
   if [ "$apt_updated" -eq 0 ]; then
-    apt-get update -qq >&2 || true
+    $as_root apt-get update -qq >&2 || true
     apt_updated=1
   fi
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >&2; then
+  if ! $as_root DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >&2; then
     missing+=("$package (apt-get install failed)")
     return 1
   fi
