@@ -11,11 +11,12 @@
  * outlive the server, including grandchildren that a parent-death signal on
  * the child alone (the reference's way) would leave running.
  *
- * Cost (`bench/orphan_guard_bench.ts`): one `bash` per server (3.3 MB
- * resident), and per started group one short line on a pipe (about 4 µs),
- * written in batches. The alternative, a parent-death signal set by a
- * wrapper exec per child (`setpriv --pdeathsig`), measured 40–60% more
- * wall time and 3 ms more CPU per start, and would still miss grandchildren.
+ * Cost (`bench/orphan_guard_bench.ts`, quiet machine): one `bash` per
+ * server (3.2 MB resident), and per started group one short line on a pipe
+ * (1.5 µs), written in batches. The alternative, a parent-death signal set
+ * by a wrapper exec per child (`setpriv --pdeathsig`), measured 65% more
+ * wall time (6.6 vs 4.0 ms) and 2.5 ms more CPU per start, and would still
+ * miss grandchildren.
  *
  * @module
  */
