@@ -22,7 +22,7 @@
  */
 
 import type { Logger } from "../log/logger.ts";
-import { findInPath } from "./spawn.ts";
+import { findInPath, SETSID } from "./spawn.ts";
 
 /** The supervisor: registers groups, kills the registered ones at end of input. */
 const SUPERVISOR = `trap '' INT TERM HUP QUIT PIPE
@@ -52,11 +52,6 @@ export class OrphanGuard implements AsyncDisposable {
   /** Starts the supervisor (on the first group, not before). */
   constructor(logger: Logger) {
     this.#logger = logger;
-  }
-
-  /** Why groups are not guarded here (no bash, no permission), or null when they are. */
-  get unavailable(): string | null {
-    return this.#unavailable;
   }
 
   /**
@@ -100,7 +95,7 @@ export class OrphanGuard implements AsyncDisposable {
     if (this.#child !== null) return true;
     if (this.#unavailable !== null) return false;
     const bash = findInPath("bash", SYSTEM_PATH);
-    const setsid = findInPath("setsid", SYSTEM_PATH);
+    const setsid = SETSID;
     if (bash === null) {
       return this.#refuse("bash was not found in " + SYSTEM_PATH);
     }

@@ -29,7 +29,7 @@ export interface SpawnRequest {
    * to start instead. The wrapper's own programs run on the host before
    * anything is confined, so they get the environment without what
    * {@linkcode unsafeForHelpers} names; the wrapper must hand those
-   * variables to the program itself (see {@linkcode helperEnvironment}).
+   * variables to the program itself (see {@linkcode spawnEnvironment}).
    */
   readonly launcher?: (target: string[]) => string[];
 }
@@ -68,9 +68,16 @@ export function unsafeForHelpers(name: string): boolean {
   return name.startsWith("LD_") || UNSAFE_NAMES.has(name);
 }
 
-/** `env` without what {@linkcode unsafeForHelpers} names: what a wrapper's helpers run with. */
-export function helperEnvironment(env: Readonly<Record<string, string>>): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter(([name]) => !unsafeForHelpers(name)));
+/**
+ * The environment the first program of `request` runs with: the request's
+ * own, or — through a wrapper, whose helpers run on the host before anything
+ * is confined — without what {@linkcode unsafeForHelpers} names.
+ */
+export function spawnEnvironment(request: SpawnRequest): Record<string, string> {
+  const entries = Object.entries(request.env);
+  return Object.fromEntries(
+    request.launcher ? entries.filter(([name]) => !unsafeForHelpers(name)) : entries,
+  );
 }
 
 /** The reference's text for a missing program or directory. */
@@ -146,7 +153,7 @@ export function spawnChild(request: SpawnRequest): SpawnedChild {
 }
 
 /** The `setsid` program, when there is one (see {@linkcode spawnInSession}). */
-const SETSID = findInPath("setsid", "/usr/bin:/bin:/usr/sbin:/sbin");
+export const SETSID: string | null = findInPath("setsid", "/usr/bin:/bin:/usr/sbin:/sbin");
 
 /**
  * Fails as exec would, before spawning: the child is started through a
@@ -182,7 +189,7 @@ function spawnInSession(argv: readonly string[], request: SpawnRequest): Spawned
   const child = new Deno.Command(SETSID ?? program!, {
     args: SETSID ? [...argv] : args,
     cwd: request.cwd,
-    env: request.launcher ? helperEnvironment(request.env) : { ...request.env },
+    env: spawnEnvironment(request),
     clearEnv: true,
     stdin: request.stdin,
     stdout: "piped",

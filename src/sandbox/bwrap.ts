@@ -164,14 +164,23 @@ const files = new Map<string, string>();
 
 const PRIVATE_PREFIX = "exec-server-sandbox-";
 
-/** When process `pid` started (clock ticks since boot), or null when there is no such process. */
-function startTime(pid: number | "self"): string | null {
+/**
+ * The fields of `/proc/PID/stat` after the command name, from `state` on
+ * (field 3 is index 0), or null when there is no such process. The name
+ * may contain spaces and parentheses: the fields start after the last `)`.
+ */
+function statFields(pid: number | "self"): string[] | null {
   try {
     const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   } catch {
     return null;
   }
+}
+
+/** When process `pid` started (clock ticks since boot, field 22), or null when there is no such process. */
+function startTime(pid: number | "self"): string | null {
+  return statFields(pid)?.[19] ?? null;
 }
 
 /** This process's PID namespace (its inode number), or null when unknown. */
@@ -422,14 +431,8 @@ export function sandboxReaper(bwrapPid: number, hint?: number | null): number | 
 }
 
 function parentOf(pid: number): number | null {
-  let stat: string;
-  try {
-    stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  } catch {
-    return null;
-  }
-  // pid (comm) state ppid …; comm may contain spaces and parentheses.
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  const ppid = statFields(pid)?.[1];
+  return ppid === undefined ? null : Number(ppid);
 }
 
 /**

@@ -208,9 +208,8 @@ class FsWorker {
    * its own `bwrap:` complaint).
    */
   async #exitDetail(): Promise<{ text: string; setupFailed: boolean }> {
-    const gone = Promise.all([this.#child.status, this.#stderrDone]);
-    if (!await settleWithin(gone, 1000)) return { text: "", setupFailed: false };
-    const [{ code, signal }] = await gone;
+    if (!await settleWithin(this.gone, 1000)) return { text: "", setupFailed: false };
+    const { code, signal } = await this.#child.status;
     const how = signal !== null ? `killed by ${signal}` : `exit code ${code}`;
     const said = this.#stderr.join(" | ");
     return {
@@ -268,9 +267,9 @@ export class SandboxFsGateway implements AsyncDisposable {
    * (what exists changed in between).
    */
   async call<T>(plan: () => SandboxPlan, method: string, params: unknown): Promise<T> {
-    return await this.#guard(this.#withSetupRetry(plan, async (worker) => {
-      return await worker.call<T>(method, params);
-    }));
+    return await this.#guard(
+      this.#withSetupRetry(plan, (worker) => worker.call<T>(method, params)),
+    );
   }
 
   /** Runs `use` on a live worker for `plan()`, planning again after a failed sandbox setup. */

@@ -96,20 +96,14 @@ export interface ResolveContext {
   readonly cwd: string;
   /** The environment the sandboxed code gets (`TMPDIR`). */
   readonly env: Readonly<Record<string, string>>;
-  /** The server's own `TMPDIR` (trusted as a `tmpdir` entry). Default: this process's. */
-  readonly serverTmpdir?: string | null;
 }
 
 /**
- * Whether a `tmpdir` entry's directory may count: the server's own
+ * Whether a `tmpdir` entry's directory may count: this server's own
  * `TMPDIR`, or inside (or equal to) a root another entry makes writable.
  */
-function trustedTmpdir(
-  path: string,
-  requested: ReadonlyMap<string, MountAccess>,
-  serverTmpdir: string | null | undefined,
-): boolean {
-  const own = serverTmpdir === undefined ? Deno.env.get("TMPDIR") : serverTmpdir;
+function trustedTmpdir(path: string, requested: ReadonlyMap<string, MountAccess>): boolean {
+  const own = Deno.env.get("TMPDIR");
   if (own && canonical(own) === path) return true;
   for (const [root, access] of requested) {
     if (access === "write" && (path === root || path.startsWith(`${root === "/" ? "" : root}/`))) {
@@ -226,7 +220,7 @@ export function resolveSandbox(
     }
     for (const raw of resolved.paths) {
       const path = canonical(raw);
-      if (isTmpdir(entry) && !trustedTmpdir(path, requested, context.serverTmpdir)) continue;
+      if (isTmpdir(entry) && !trustedTmpdir(path, requested)) continue;
       const previous = requested.get(path);
       if (!previous || RANK[access] > RANK[previous]) requested.set(path, access);
       if (resolved.direct && access === "write") directWrites.add(path);

@@ -29,9 +29,9 @@ import { Pty } from "./pty.ts";
 import {
   checkCwd,
   findInPath,
-  helperEnvironment,
   resolveTarget,
   type SpawnedChild,
+  spawnEnvironment,
   SpawnError,
   type SpawnRequest,
 } from "../spawn.ts";
@@ -154,7 +154,7 @@ export function ptyBackend(): { backend: PtyBackend | null; reason: string } {
               ...target,
             ],
           cwd: request.cwd,
-          env: request.launcher ? helperEnvironment(request.env) : { ...request.env },
+          env: spawnEnvironment(request),
           clearEnv: true,
           stdin: "null",
           stdout: "null",
