@@ -221,13 +221,6 @@ function rootMarkers(...tables: Array<TomlTable | null>): string[] {
   return [".git"];
 }
 
-interface FoundLayer {
-  readonly source: string;
-  readonly baseDir: string;
-  readonly table: TomlTable;
-  readonly system: boolean;
-}
-
 function stack(found: FoundLayer[], paths: readonly string[][]): ConfigLayerStack {
   const layers: ConfigLayer[] = [];
   let cloudInsertionIndex = 0;
@@ -244,16 +237,31 @@ function stack(found: FoundLayer[], paths: readonly string[][]): ConfigLayerStac
   return { layers, cloudInsertionIndex };
 }
 
-/** Answers `environmentConfig/read` (params already decoded and checked). */
-export async function readEnvironmentConfig(
-  params: EnvironmentConfigReadParams,
+/** One configuration file that applies, with its parsed table. */
+export interface FoundLayer {
+  /** As the reference names it: `user (/home/u/.codex/config.toml)`. */
+  readonly source: string;
+  /** Directory relative paths in it are resolved against. */
+  readonly baseDir: string;
+  /** The parsed file. */
+  readonly table: TomlTable;
+  /** A system layer (cloud layers go after these). */
+  readonly system: boolean;
+}
+
+/**
+ * The configuration layers that apply to `cwd`, lowest precedence first
+ * (system, user, trusted project directories from the root down, legacy
+ * managed). Throws the reference's wording when a file does not parse.
+ */
+export async function loadConfigLayers(
+  cwd: string,
   where: ConfigLocations = defaultConfigLocations(),
-): Promise<EnvironmentConfigReadResult> {
+): Promise<FoundLayer[]> {
   const systemDir = where.systemDir ?? "/etc/codex";
   const systemPath = join(systemDir, "config.toml");
   const userPath = join(where.codexHome, "config.toml");
   const legacyPath = join(systemDir, "managed_config.toml");
-  const requirementsPath = join(systemDir, "requirements.toml");
 
   const system = await readTable(systemPath, "system");
   const user = await readTable(userPath, "user");
@@ -275,7 +283,6 @@ export async function readEnvironmentConfig(
     });
   }
   const markers = rootMarkers(system, user);
-  const cwd = params.cwd;
   const root = (await projectRoot(cwd, markers)) ?? cwd;
   const dirs = ancestors(cwd).filter((d) =>
     d === root || d.startsWith(root === "/" ? "/" : `${root}/`)
@@ -307,6 +314,17 @@ export async function readEnvironmentConfig(
       system: false,
     });
   }
+  return found;
+}
+
+/** Answers `environmentConfig/read` (params already decoded and checked). */
+export async function readEnvironmentConfig(
+  params: EnvironmentConfigReadParams,
+  where: ConfigLocations = defaultConfigLocations(),
+): Promise<EnvironmentConfigReadResult> {
+  const systemDir = where.systemDir ?? "/etc/codex";
+  const requirementsPath = join(systemDir, "requirements.toml");
+  const found = await loadConfigLayers(params.cwd, where);
   const requirements = await readTable(requirementsPath, "requirements");
   let hostname = "";
   try {

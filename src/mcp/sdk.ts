@@ -48,3 +48,32 @@ export function loadMcpSdk(): Promise<McpSdk> {
   })();
   return loading;
 }
+
+/** The SDK's client side (loaded separately: servers never need it). */
+export interface McpClientSdk {
+  /** `Client`. */
+  readonly client: typeof import("@modelcontextprotocol/sdk/client");
+  /** `StreamableHTTPClientTransport`. */
+  readonly http: typeof import("@modelcontextprotocol/sdk/client/streamableHttp");
+  /** Request and notification schemas. */
+  readonly types: typeof import("@modelcontextprotocol/sdk/types");
+}
+
+let loadingClient: Promise<McpClientSdk> | null = null;
+
+/** Loads the SDK's client side once. */
+export function loadMcpClientSdk(): Promise<McpClientSdk> {
+  loadingClient ??= (async () => {
+    const [client, http, types] = await Promise.all([
+      import("@modelcontextprotocol/sdk/client/index.js"),
+      import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+      import("@modelcontextprotocol/sdk/types.js"),
+    ]);
+    return {
+      client: client as McpClientSdk["client"],
+      http: http as McpClientSdk["http"],
+      types: types as McpClientSdk["types"],
+    };
+  })();
+  return loadingClient;
+}

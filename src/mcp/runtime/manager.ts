@@ -1,0 +1,506 @@
+/**
+ * The MCP connection manager: every enabled server started at once, each
+ * within its startup timeout; a status per server; the tools of all of
+ * them under model-visible names (`mcp__SERVER__TOOL`), filtered by each
+ * server's `enabled_tools` / `disabled_tools`; while a server starts, the
+ * tools of its last successful start from the cache; calls, resources and
+ * prompts routed by server; elicitation and sampling passed to the
+ * harness; `shutdown()` cancels starts in progress and stops everything.
+ *
+ * @example Run the servers of a Codex configuration and call a tool
+ * ```ts ignore
+ * import { loadMcpServerConfigs, McpConnectionManager } from "jsr:@org/exec-server/mcp";
+ *
+ * const servers = await loadMcpServerConfigs();
+ * await using manager = McpConnectionManager.start({ servers });
+ * await manager.startupComplete;
+ * for (const tool of manager.listTools()) console.log(tool.qualifiedName);
+ * console.log(await manager.callTool("mcp__everything__echo", { message: "hi" }));
+ * ```
+ *
+ * @module
+ */
+
+import { type Logger, nullLogger } from "../../log/logger.ts";
+import { VERSION } from "../../version.ts";
+import {
+  DEFAULT_STARTUP_TIMEOUT_MS,
+  DEFAULT_TOOL_TIMEOUT_MS,
+  type McpServerConfig,
+  toolAllowed,
+} from "./config.ts";
+import { TRUSTED_CONNECTOR_SERVER } from "./connector_meta.ts";
+import { EnvironmentPool, type McpRuntimeContext, resolvePlacement } from "./placement.ts";
+import {
+  type JsonObject,
+  type McpClientInfo,
+  type McpHarnessCallbacks,
+  ServerConnection,
+  StartupTimeout,
+} from "./server_connection.ts";
+import { ToolCache } from "./tool_cache.ts";
+import { qualifyToolNames } from "./tool_names.ts";
+
+/** Where a server is in its life. */
+export type McpServerState = "starting" | "ready" | "failed" | "cancelled" | "disabled";
+
+/** One server's status. */
+export interface McpServerStatus {
+  /** Server name. */
+  readonly name: string;
+  /** Its state. */
+  readonly state: McpServerState;
+  /** Why it failed (state `failed`). */
+  readonly error?: string;
+  /** `stdio` or `streamable_http`. */
+  readonly transport: "stdio" | "streamable_http";
+  /** The environment it runs in. */
+  readonly environmentId: string;
+  /** `serverInfo` (live, or from the cache while starting). */
+  readonly serverInfo: JsonObject | null;
+  /** Tools offered (after filtering). */
+  readonly toolCount: number;
+  /** The tools offered come from the cache. */
+  readonly fromCache: boolean;
+  /** A failed start fails the runtime. */
+  readonly required: boolean;
+}
+
+/** A status change. */
+export interface McpStatusEvent {
+  /** The server. */
+  readonly server: string;
+  /** Its new state. */
+  readonly state: McpServerState;
+  /** The failure (state `failed`). */
+  readonly error?: string;
+}
+
+/** How startup ended. */
+export interface McpStartupSummary {
+  /** Servers that became ready. */
+  readonly ready: string[];
+  /** Servers that failed, with why. */
+  readonly failed: Array<{ server: string; error: string }>;
+  /** Servers whose start was cancelled. */
+  readonly cancelled: string[];
+  /** Failed servers configured `required = true`. */
+  readonly requiredFailed: string[];
+}
+
+/** A tool as a harness offers it to a model. */
+export interface McpToolInfo {
+  /** `mcp__server__tool`, sanitised, at most 64 bytes, unique. */
+  readonly qualifiedName: string;
+  /** The server. */
+  readonly server: string;
+  /** The tool's own name (what is sent on a call). */
+  readonly tool: string;
+  /** The tool definition from `tools/list`. */
+  readonly definition: JsonObject;
+  /** From the cache of the last start: the server is still starting. */
+  readonly fromCache: boolean;
+  /** The server's instructions (describe the namespace). */
+  readonly serverInstructions: string | null;
+}
+
+/** Options of {@linkcode McpConnectionManager.start}. */
+export interface McpManagerOptions extends McpRuntimeContext, McpHarnessCallbacks {
+  /** The servers (from {@linkcode loadMcpServerConfigs} or built by hand). */
+  readonly servers: readonly McpServerConfig[];
+  /** Codex home: the tool cache goes under it unless `toolCache` says otherwise. */
+  readonly codexHome?: string;
+  /** The tool cache; `null` for none. Default: under `codexHome` when given. */
+  readonly toolCache?: ToolCache | null;
+  /** `initialize` client info. Default `exec-server-mcp-client`. */
+  readonly clientInfo?: McpClientInfo;
+  /** The one server name whose connector `_meta` is trusted. Default `codex_apps`. */
+  readonly trustedServerName?: string;
+  /** Status changes, in order per server. */
+  readonly onStatus?: (event: McpStatusEvent) => void;
+  /** The tools on offer changed (a server became ready, failed, or re-listed). */
+  readonly onToolsChanged?: () => void;
+  /** Diagnostics. */
+  readonly logger?: Logger;
+}
+
+interface Entry {
+  readonly config: McpServerConfig;
+  state: McpServerState;
+  error?: string;
+  connection: ServerConnection | null;
+  cached:
+    | { tools: JsonObject[]; serverInfo: JsonObject | null; instructions: string | null }
+    | null;
+  started: Promise<ServerConnection> | null;
+}
+
+/** The error of an unknown server, worded as Codex words it. */
+function unknownServer(name: string): Error {
+  return new Error(`unknown MCP server '${name}'`);
+}
+
+function startupError(config: McpServerConfig, error: unknown): string {
+  if (error instanceof StartupTimeout) {
+    const secs = Math.floor((config.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS) / 1000);
+    return `MCP client for \`${config.name}\` timed out after ${secs} seconds. Add or adjust \`startup_timeout_sec\` in your config.toml:\n[mcp_servers.${config.name}]\nstartup_timeout_sec = XX`;
+  }
+  return `MCP client for \`${config.name}\` failed to start: ${
+    error instanceof Error ? error.message : String(error)
+  }`;
+}
+
+function isObject(value: unknown): value is JsonObject {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+/** Many MCP servers for one harness. */
+export class McpConnectionManager implements AsyncDisposable {
+  readonly #entries = new Map<string, Entry>();
+  readonly #options: McpManagerOptions;
+  readonly #pool: EnvironmentPool;
+  readonly #cache: ToolCache | null;
+  readonly #logger: Logger;
+  readonly #cancel = new AbortController();
+  readonly #complete: Promise<McpStartupSummary>;
+  #shutdown: Promise<void> | null = null;
+
+  private constructor(options: McpManagerOptions) {
+    this.#options = options;
+    this.#logger = options.logger ?? nullLogger;
+    this.#pool = new EnvironmentPool(options.environments);
+    this.#cache = options.toolCache !== undefined
+      ? options.toolCache
+      : options.codexHome !== undefined
+      ? ToolCache.inCodexHome(options.codexHome)
+      : null;
+    for (const config of options.servers) {
+      if (this.#entries.has(config.name)) {
+        throw new Error(`duplicate MCP server \`${config.name}\``);
+      }
+      this.#entries.set(config.name, {
+        config,
+        state: config.enabled ? "starting" : "disabled",
+        connection: null,
+        cached: null,
+        started: null,
+      });
+    }
+    const starts = [...this.#entries.values()].filter((e) => e.config.enabled).map((e) =>
+      this.#start(e)
+    );
+    this.#complete = Promise.allSettled(starts).then(() => this.#summary());
+  }
+
+  /** Starts every enabled server concurrently; returns at once. */
+  static start(options: McpManagerOptions): McpConnectionManager {
+    return new McpConnectionManager(options);
+  }
+
+  /** Resolves when every server is ready, failed or cancelled. */
+  get startupComplete(): Promise<McpStartupSummary> {
+    return this.#complete;
+  }
+
+  #summary(): McpStartupSummary {
+    const all = [...this.#entries.values()];
+    const failed = all.filter((e) => e.state === "failed");
+    return {
+      ready: all.filter((e) => e.state === "ready").map((e) => e.config.name),
+      failed: failed.map((e) => ({ server: e.config.name, error: e.error ?? "" })),
+      cancelled: all.filter((e) => e.state === "cancelled").map((e) => e.config.name),
+      requiredFailed: failed.filter((e) => e.config.required).map((e) => e.config.name),
+    };
+  }
+
+  #set(entry: Entry, state: McpServerState, error?: string): void {
+    entry.state = state;
+    if (error !== undefined) entry.error = error;
+    this.#options.onStatus?.({
+      server: entry.config.name,
+      state,
+      ...(error !== undefined ? { error } : {}),
+    });
+  }
+
+  #start(entry: Entry): Promise<void> {
+    const { config } = entry;
+    this.#options.onStatus?.({ server: config.name, state: "starting" });
+    const trusted = config.name === (this.#options.trustedServerName ?? TRUSTED_CONNECTOR_SERVER);
+    const cacheRead = this.#cache?.read(config).then((snapshot) => {
+      if (snapshot && entry.state === "starting") {
+        entry.cached = {
+          tools: snapshot.tools.map((t) => ({ ...t })),
+          serverInfo: snapshot.serverInfo,
+          instructions: snapshot.instructions,
+        };
+        this.#options.onToolsChanged?.();
+      }
+    }).catch(() => {});
+    entry.started = (async () => {
+      const placement = resolvePlacement(config, this.#options);
+      return await ServerConnection.open({
+        config,
+        placement,
+        pool: this.#pool,
+        hostEnv: this.#options.hostEnv ?? Deno.env.toObject(),
+        ...(this.#options.fallbackCwd !== undefined
+          ? { fallbackCwd: this.#options.fallbackCwd }
+          : {}),
+        clientInfo: this.#options.clientInfo ??
+          { name: "exec-server-mcp-client", version: VERSION, title: "exec-server" },
+        logger: this.#logger,
+        startupTimeoutMs: config.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS,
+        signal: this.#cancel.signal,
+        ...(this.#options.onElicitation ? { onElicitation: this.#options.onElicitation } : {}),
+        ...(this.#options.onSampling ? { onSampling: this.#options.onSampling } : {}),
+        onToolsChanged: () => {
+          void this.#saveSnapshot(entry);
+          this.#options.onToolsChanged?.();
+        },
+        onClosed: (reason) => {
+          if (entry.state !== "ready") return;
+          entry.connection = null;
+          this.#set(entry, "failed", reason);
+          this.#options.onToolsChanged?.();
+        },
+      }, trusted);
+    })();
+    return entry.started.then(async (connection) => {
+      await cacheRead;
+      if (this.#shutdown) {
+        await connection.close();
+        return;
+      }
+      entry.connection = connection;
+      entry.cached = null;
+      this.#set(entry, "ready");
+      this.#options.onToolsChanged?.();
+      await this.#saveSnapshot(entry);
+    }, async (error) => {
+      await cacheRead;
+      if (this.#cancel.signal.aborted) this.#set(entry, "cancelled");
+      else {
+        const message = startupError(config, error);
+        this.#logger.warn("mcp.startup_failed", { server: config.name, error: message });
+        this.#set(entry, "failed", message);
+      }
+      this.#options.onToolsChanged?.();
+    });
+  }
+
+  async #saveSnapshot(entry: Entry): Promise<void> {
+    const c = entry.connection;
+    if (!this.#cache || !c) return;
+    try {
+      await this.#cache.write(entry.config, {
+        serverInfo: c.serverInfo,
+        instructions: c.instructions,
+        tools: c.tools,
+        savedAtMs: Date.now(),
+      });
+    } catch (error) {
+      this.#logger.warn("mcp.tool_cache_write_failed", {
+        server: entry.config.name,
+        error: (error as Error).message,
+      });
+    }
+  }
+
+  /** Every configured server's status, in configuration order. */
+  status(): McpServerStatus[] {
+    return [...this.#entries.values()].map((e) => {
+      const tools = this.#toolsOf(e);
+      return {
+        name: e.config.name,
+        state: e.state,
+        ...(e.error !== undefined && e.state === "failed" ? { error: e.error } : {}),
+        transport: e.config.transport.type,
+        environmentId: e.config.environmentId,
+        serverInfo: e.connection?.serverInfo ?? e.cached?.serverInfo ?? null,
+        toolCount: tools?.tools.length ?? 0,
+        fromCache: tools?.fromCache ?? false,
+        required: e.config.required,
+      };
+    });
+  }
+
+  #toolsOf(
+    e: Entry,
+  ): { tools: JsonObject[]; fromCache: boolean; instructions: string | null } | null {
+    let source: { tools: readonly JsonObject[]; instructions: string | null; fromCache: boolean };
+    if (e.state === "ready" && e.connection) {
+      source = {
+        tools: e.connection.tools,
+        instructions: e.connection.instructions,
+        fromCache: false,
+      };
+    } else if (e.state === "starting" && e.cached) {
+      source = { tools: e.cached.tools, instructions: e.cached.instructions, fromCache: true };
+    } else return null;
+    return {
+      tools: source.tools.filter((t) => toolAllowed(e.config, String(t.name))),
+      fromCache: source.fromCache,
+      instructions: source.instructions,
+    };
+  }
+
+  /**
+   * The tools on offer now: those of ready servers, and of starting servers
+   * the cached ones — all named together, so names are unique across servers.
+   */
+  listTools(): McpToolInfo[] {
+    const byKey = new Map<
+      string,
+      { entry: Entry; tool: JsonObject; fromCache: boolean; instructions: string | null }
+    >();
+    for (const e of this.#entries.values()) {
+      const tools = this.#toolsOf(e);
+      for (const tool of tools?.tools ?? []) {
+        byKey.set(`${e.config.name}\0${tool.name}`, {
+          entry: e,
+          tool,
+          fromCache: tools!.fromCache,
+          instructions: tools!.instructions,
+        });
+      }
+    }
+    return qualifyToolNames(
+      [...byKey.values()].map((v) => ({ server: v.entry.config.name, tool: String(v.tool.name) })),
+    ).map((q) => {
+      const v = byKey.get(`${q.server}\0${q.tool}`)!;
+      return {
+        qualifiedName: q.qualifiedName,
+        server: q.server,
+        tool: q.tool,
+        definition: v.tool,
+        fromCache: v.fromCache,
+        serverInstructions: v.instructions,
+      };
+    });
+  }
+
+  /** The connection of `server`, waiting for a start in progress. */
+  async #connection(server: string): Promise<{ entry: Entry; connection: ServerConnection }> {
+    if (this.#shutdown) throw new Error("MCP runtime is shut down");
+    const entry = this.#entries.get(server);
+    if (!entry) throw unknownServer(server);
+    if (entry.state === "disabled") throw new Error(`MCP server '${server}' is disabled`);
+    if (entry.state === "starting") await entry.started?.catch(() => {});
+    if (entry.state === "ready" && entry.connection) return { entry, connection: entry.connection };
+    throw new Error(entry.error ?? `MCP server '${server}' is ${entry.state}`);
+  }
+
+  /** Waits for one server's start; throws its failure. */
+  async waitReady(server: string): Promise<void> {
+    await this.#connection(server);
+  }
+
+  /** `serverInfo` of a server (live, or cached while it starts). */
+  serverInfo(server: string): JsonObject | null {
+    const entry = this.#entries.get(server);
+    if (!entry) throw unknownServer(server);
+    return entry.connection?.serverInfo ?? entry.cached?.serverInfo ?? null;
+  }
+
+  /**
+   * Calls a tool by its qualified name (`mcp__s__t`) or by `{server, tool}`.
+   * Waits for the server's start; checks the tool filter again; applies
+   * the server's `tool_timeout_sec` unless `timeoutMs` is given.
+   */
+  async callTool(
+    name: string | { server: string; tool: string },
+    args: unknown = {},
+    options: { meta?: unknown; timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<JsonObject> {
+    let target: { server: string; tool: string };
+    if (typeof name === "string") {
+      const found = this.listTools().find((t) => t.qualifiedName === name);
+      if (!found) {
+        // Not offered yet (starting without a cache): wait for the starts.
+        await this.#complete;
+        const late = this.listTools().find((t) => t.qualifiedName === name);
+        if (!late) throw new Error(`unknown MCP tool '${name}'`);
+        target = late;
+      } else target = found;
+    } else target = name;
+    if (!isObject(args)) {
+      throw new Error(`MCP tool arguments must be a JSON object, got ${JSON.stringify(args)}`);
+    }
+    if (options.meta !== undefined && !isObject(options.meta)) {
+      throw new Error(
+        `MCP tool request _meta must be a JSON object, got ${JSON.stringify(options.meta)}`,
+      );
+    }
+    const { entry, connection } = await this.#connection(target.server);
+    if (!toolAllowed(entry.config, target.tool)) {
+      throw new Error(`tool '${target.tool}' is disabled for MCP server '${target.server}'`);
+    }
+    return await connection.callTool(target.tool, args, {
+      timeoutMs: options.timeoutMs ?? entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+      ...(options.meta !== undefined ? { meta: options.meta as JsonObject } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  }
+
+  async #request(
+    server: string,
+    method: Parameters<ServerConnection["request"]>[0],
+    params: JsonObject,
+    signal?: AbortSignal,
+  ): Promise<JsonObject> {
+    const { entry, connection } = await this.#connection(server);
+    return await connection.request(method, params, {
+      timeoutMs: entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  /** `resources/list` of one server (one page; pass `cursor` for the next). */
+  listResources(server: string, cursor?: string): Promise<JsonObject> {
+    return this.#request(server, "resources/list", cursor !== undefined ? { cursor } : {});
+  }
+
+  /** `resources/templates/list` of one server. */
+  listResourceTemplates(server: string, cursor?: string): Promise<JsonObject> {
+    return this.#request(
+      server,
+      "resources/templates/list",
+      cursor !== undefined ? { cursor } : {},
+    );
+  }
+
+  /** `resources/read`. */
+  readResource(server: string, uri: string): Promise<JsonObject> {
+    return this.#request(server, "resources/read", { uri });
+  }
+
+  /** `prompts/list` of one server. */
+  listPrompts(server: string, cursor?: string): Promise<JsonObject> {
+    return this.#request(server, "prompts/list", cursor !== undefined ? { cursor } : {});
+  }
+
+  /** `prompts/get`. */
+  getPrompt(server: string, name: string, args: Record<string, string> = {}): Promise<JsonObject> {
+    return this.#request(server, "prompts/get", { name, arguments: args });
+  }
+
+  /** Cancels starts in progress, stops every server, closes environment connections. */
+  shutdown(): Promise<void> {
+    this.#shutdown ??= (async () => {
+      this.#cancel.abort(new Error("MCP startup cancelled"));
+      const entries = [...this.#entries.values()];
+      await Promise.allSettled(entries.map((e) => e.started));
+      await Promise.allSettled(entries.map((e) => e.connection?.close()));
+      for (const e of entries) e.connection = null;
+      await this.#complete;
+      await this.#pool.close();
+    })();
+    return this.#shutdown;
+  }
+
+  /** Same as {@linkcode shutdown}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.shutdown();
+  }
+}

@@ -1,0 +1,482 @@
+// The MCP runtime: Codex-shaped server configurations, placement rules,
+// the connection manager over real servers (a tiny SDK-less fixture for the
+// edge cases, @modelcontextprotocol/server-everything for the real thing)
+// placed here, through our exec-server, through the reference's and
+// through the relay; tool names, the trust boundary and the tool cache.
+
+import { createHash } from "node:crypto";
+import { ExecServer } from "../src/server/exec_server.ts";
+import { listenWebSocket } from "../src/server/listen_ws.ts";
+import { nullLogger } from "../src/log/logger.ts";
+import {
+  LOCAL_ENVIRONMENT_ID,
+  McpConfigError,
+  type McpServerConfig,
+  parseMcpServerConfig,
+  parseMcpServers,
+} from "../src/mcp/runtime/config.ts";
+import { loadMcpServerConfigs } from "../src/mcp/runtime/load.ts";
+import { resolvePlacement } from "../src/mcp/runtime/placement.ts";
+import { McpConnectionManager, type McpStatusEvent } from "../src/mcp/runtime/manager.ts";
+import { qualifyToolNames } from "../src/mcp/runtime/tool_names.ts";
+import { stripConnectorMeta } from "../src/mcp/runtime/connector_meta.ts";
+import { ToolCache } from "../src/mcp/runtime/tool_cache.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "./helpers/assert.ts";
+import { isDead, ourStdioCommand, ROOT, waitFor } from "./helpers/wire_client.ts";
+import type { TomlTable } from "../src/codex_config/toml_write.ts";
+
+const TINY = `${ROOT}tests/fixtures/mcp_tiny_server.ts`;
+const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
+const CONFIG = `${ROOT}deno.json`;
+
+function tiny(
+  name: string,
+  extra: TomlTable = {},
+  env: Record<string, string> = {},
+): McpServerConfig {
+  return parseMcpServerConfig(name, {
+    command: Deno.execPath(),
+    args: ["run", "-A", "--no-config", TINY],
+    env: { TINY_NAME: name, ...env },
+    startup_timeout_sec: 60,
+    ...extra,
+  });
+}
+
+function everything(name = "everything", extra: TomlTable = {}): McpServerConfig {
+  return parseMcpServerConfig(name, {
+    command: Deno.execPath(),
+    // Pinned in deno.json/deno.lock and cached by the test setup.
+    args: ["run", "-A", "--cached-only", "--config", CONFIG, EVERYTHING],
+    startup_timeout_sec: 120,
+    ...extra,
+  });
+}
+
+function textOf(result: unknown): string {
+  const content = (result as { content: Array<{ type: string; text?: string }> }).content;
+  return content.map((c) => c.text ?? "").join("");
+}
+
+function configError(fn: () => unknown): McpConfigError {
+  try {
+    fn();
+  } catch (error) {
+    assert(error instanceof McpConfigError, String(error));
+    return error;
+  }
+  throw new Error("expected a configuration error");
+}
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+Deno.test("mcp config: wrong types, foreign keys and missing transports are exact errors naming the key", () => {
+  const cases: Array<[TomlTable, string, string]> = [
+    [{ command: 5n }, "invalid type: integer `5`, expected a string", "mcp_servers.a.command"],
+    [
+      { command: "x", args: "x" },
+      'invalid type: string "x", expected a sequence',
+      "mcp_servers.a.args",
+    ],
+    [
+      { command: "x", args: [true] },
+      "invalid type: boolean `true`, expected a string",
+      "mcp_servers.a.args",
+    ],
+    [{ command: "x", env: 5n }, "invalid type: integer `5`, expected a map", "mcp_servers.a.env"],
+    [
+      { command: "x", enabled: "x" },
+      'invalid type: string "x", expected a boolean',
+      "mcp_servers.a.enabled",
+    ],
+    [
+      { command: "x", cwd: 1.5 },
+      "invalid type: floating point `1.5`, expected a string",
+      "mcp_servers.a.cwd",
+    ],
+    [
+      { command: "x", startup_timeout_sec: "x" },
+      'invalid type: string "x", expected f64',
+      "mcp_servers.a.startup_timeout_sec",
+    ],
+    [
+      { command: "x", startup_timeout_ms: -1n },
+      "invalid value: integer `-1`, expected u64",
+      "mcp_servers.a.startup_timeout_ms",
+    ],
+    [
+      { command: "x", tool_timeout_sec: -1 },
+      "cannot convert float seconds to Duration: value is negative",
+      "mcp_servers.a.tool_timeout_sec",
+    ],
+    [
+      { url: "http://x", http_headers: [] },
+      "invalid type: sequence, expected a map",
+      "mcp_servers.a.http_headers",
+    ],
+    [
+      { command: "x", enabled_tools: [1n] },
+      "invalid type: integer `1`, expected a string",
+      "mcp_servers.a.enabled_tools",
+    ],
+    [
+      { url: "http://x", args: ["a"] },
+      "args is not supported for streamable_http",
+      "mcp_servers.a",
+    ],
+    [
+      { url: "http://x", bearer_token: "b" },
+      "bearer_token is not supported for streamable_http",
+      "mcp_servers.a",
+    ],
+    [{ command: "x", url: "http://y" }, "url is not supported for stdio", "mcp_servers.a"],
+    [{ enabled: true }, "invalid transport", "mcp_servers.a"],
+    [
+      { command: "x", env_vars: [{ name: "A", source: "b" }] },
+      "unsupported env_vars source `b`; expected `local` or `remote`",
+      "mcp_servers.a",
+    ],
+    [
+      { command: "x", env_vars: [5n] },
+      "data did not match any variant of untagged enum McpServerEnvVar",
+      "mcp_servers.a.env_vars",
+    ],
+  ];
+  for (const [table, detail, path] of cases) {
+    const error = configError(() => parseMcpServerConfig("a", table));
+    assertEquals(
+      [error.detail, error.path],
+      [detail, path],
+      JSON.stringify(table, (_, v) => typeof v === "bigint" ? `${v}n` : v),
+    );
+    assertEquals(error.message, `${detail}\nin \`${path}\``);
+  }
+  // Stricter than Codex (which ignores it): a key nobody knows names itself.
+  const typo = configError(() => parseMcpServerConfig("a", { command: "x", enabled_tool: ["t"] }));
+  assert(
+    typo.detail.startsWith("unknown field `enabled_tool`, expected one of `command`"),
+    typo.detail,
+  );
+  assertEquals(typo.path, "mcp_servers.a");
+  // Names are checked before anything starts.
+  const bad = configError(() => parseMcpServers({ mcp_servers: { "bad name": { command: "x" } } }));
+  assertEquals(
+    bad.detail,
+    "Invalid MCP server name 'bad name': must match pattern ^[a-zA-Z0-9_-]+$",
+  );
+  assertEquals(
+    configError(() => parseMcpServers({ mcp_servers: { a: 5n } })).detail,
+    "invalid type: integer `5`, expected struct RawMcpServerConfig",
+  );
+});
+
+Deno.test("mcp config: defaults and every supported key", () => {
+  const stdio = parseMcpServerConfig("s", {
+    command: "srv",
+    args: ["1"],
+    env: { K: "v" },
+    env_vars: ["A", { name: "B", source: "remote" }],
+    cwd: "/w",
+    startup_timeout_ms: 2500n,
+    tool_timeout_sec: 3.5,
+    enabled_tools: ["t"],
+    disabled_tools: ["u"],
+    required: true,
+    environment_id: "box",
+    tools: { t: { approval_mode: "prompt" } },
+  });
+  assertEquals(stdio.transport, {
+    type: "stdio",
+    command: "srv",
+    args: ["1"],
+    env: { K: "v" },
+    envVars: ["A", { name: "B", source: "remote" }],
+    cwd: "/w",
+  });
+  assertEquals(
+    [stdio.startupTimeoutMs, stdio.toolTimeoutMs, stdio.required, stdio.environmentId],
+    [2500, 3500, true, "box"],
+  );
+  assertEquals(stdio.extra, { tools: { t: { approval_mode: "prompt" } } });
+  const http = parseMcpServerConfig("h", {
+    url: "http://h/mcp",
+    startup_timeout_sec: 1n,
+    startup_timeout_ms: 99n,
+  });
+  assertEquals(http.environmentId, LOCAL_ENVIRONMENT_ID);
+  assertEquals([http.enabled, http.required, http.startupTimeoutMs, http.toolTimeoutMs], [
+    true,
+    false,
+    1000,
+    null,
+  ]);
+});
+
+Deno.test("mcp config: read from the Codex layers with -c overrides; untrusted project layers are ignored", async () => {
+  const home = await Deno.makeTempDir();
+  const project = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(
+      `${home}/config.toml`,
+      `[mcp_servers.a]\ncommand = "a-user"\nargs = ["x"]\n\n[mcp_servers.b]\nurl = "http://b/mcp"\n`,
+    );
+    await Deno.mkdir(`${project}/.git`);
+    await Deno.writeTextFile(`${project}/.git/HEAD`, "ref: refs/heads/main\n");
+    await Deno.mkdir(`${project}/.codex`);
+    await Deno.writeTextFile(
+      `${project}/.codex/config.toml`,
+      `[mcp_servers.a]\ncommand = "a-project"\n`,
+    );
+    const load = (overrides: string[] = []) =>
+      loadMcpServerConfigs({ codexHome: home, cwd: project, overrides, systemDir: `${home}/none` });
+    let servers = await load();
+    assertEquals(servers.map((s) => s.name), ["a", "b"]);
+    assertEquals((servers[0]!.transport as { command: string }).command, "a-user");
+    // Trusted: the project layer wins key by key (args stays from the user layer).
+    await Deno.writeTextFile(
+      `${home}/config.toml`,
+      `[projects."${project}"]\ntrust_level = "trusted"\n\n[mcp_servers.a]\ncommand = "a-user"\nargs = ["x"]\n`,
+    );
+    servers = await load();
+    assertEquals(servers[0]!.transport, {
+      type: "stdio",
+      command: "a-project",
+      args: ["x"],
+      env: null,
+      envVars: [],
+      cwd: null,
+    });
+    servers = await load(["mcp_servers.a.enabled=false", "mcp_servers.c.command=hello world"]);
+    assertEquals(servers.map((s) => [s.name, s.enabled]), [["a", false], ["c", true]]);
+    assertEquals((servers[1]!.transport as { command: string }).command, "hello world");
+    await assertRejects(() => load(["foo"]), Error, "Invalid override (missing '='): foo");
+    await assertRejects(() => load(["=1"]), Error, "Empty key in override: =1");
+    await assertRejects(
+      () => load(["mcp_servers.a.args=5"]),
+      McpConfigError,
+      "expected a sequence",
+    );
+  } finally {
+    await Deno.remove(home, { recursive: true });
+    await Deno.remove(project, { recursive: true });
+  }
+});
+
+// ---------------------------------------------------------------------------
+// Names and metadata
+
+Deno.test("mcp tool names: sanitised, unique, at most 64 bytes, the same whatever the order", () => {
+  const sha = (s: string) => createHash("sha1").update(s).digest("hex").slice(0, 12);
+  const tools = [
+    { server: "files", tool: "read.file" },
+    { server: "files", tool: "read_file" },
+    { server: "my-server", tool: "x" },
+    { server: "my_server", tool: "x" },
+    { server: "long", tool: "t".repeat(80) },
+  ];
+  const named = qualifyToolNames(tools);
+  const byRaw = new Map(named.map((n) => [`${n.server}/${n.tool}`, n.qualifiedName]));
+  // Two raw tools sanitising to one name: each gets the hash of its identity.
+  const id = (server: string, tool: string) => `${server}\0mcp__${server}__\0\0${tool}\0${tool}`;
+  assertEquals(
+    byRaw.get("files/read.file"),
+    `mcp__files__read_file_${sha(id("files", "read.file"))}`,
+  );
+  assertEquals(
+    byRaw.get("files/read_file"),
+    `mcp__files__read_file_${sha(id("files", "read_file"))}`,
+  );
+  // Two servers sanitising to one namespace: the namespace is suffixed.
+  const ns = (server: string) => `${server}\0mcp__${server}__\0`;
+  assertEquals(byRaw.get("my-server/x"), `mcp__my_server_${sha(ns("my-server"))}__x`);
+  assertEquals(byRaw.get("my_server/x"), `mcp__my_server_${sha(ns("my_server"))}__x`);
+  const long = byRaw.get(`long/${"t".repeat(80)}`)!;
+  assertEquals(long.length, 64);
+  assert(long.startsWith("mcp__long__tttt") && /_[0-9a-f]{12}$/.test(long), long);
+  for (const n of named) assert(/^[A-Za-z0-9_]{1,64}$/.test(n.qualifiedName), n.qualifiedName);
+  assertEquals(new Set(named.map((n) => n.qualifiedName)).size, named.length);
+  assertEquals(qualifyToolNames(tools.toReversed()), named);
+  // The same raw pair twice is one tool.
+  assertEquals(qualifyToolNames([tools[0]!, tools[0]!]).length, 1);
+  assertEquals(qualifyToolNames([{ server: "s", tool: "" }])[0]!.qualifiedName, "mcp__s___");
+});
+
+Deno.test("mcp trust boundary: connector identity keys go, bare or prefixed; look-alikes stay", () => {
+  const tool = {
+    name: "t",
+    _meta: {
+      connector_id: "x",
+      connector_name: "x",
+      connector_display_name: "x",
+      connector_description: "x",
+      connectorDescription: "x",
+      "openai/connector_id": "x",
+      "com.example/connector_name": "x",
+      connectorFutureField: 1,
+      CONNECTOR_UPPERCASE: 2,
+      "openai/fileParams": 3,
+    },
+  };
+  assertEquals(stripConnectorMeta(tool)._meta, {
+    connectorFutureField: 1,
+    CONNECTOR_UPPERCASE: 2,
+    "openai/fileParams": 3,
+  });
+  assertEquals(tool._meta.connector_id, "x"); // not mutated
+  const plain = { name: "p", _meta: { a: 1 } };
+  assert(stripConnectorMeta(plain) === plain);
+});
+
+// ---------------------------------------------------------------------------
+// Placement
+
+Deno.test("mcp placement: Codex's rules, each with its message", () => {
+  const stdio = (extra: TomlTable = {}) =>
+    parseMcpServerConfig("stdio", { command: "x", ...extra });
+  const http = (extra: TomlTable = {}) =>
+    parseMcpServerConfig("web", { url: "http://h/mcp", ...extra });
+  const remote = { environments: { remote: { url: "ws://127.0.0.1:8765" } } };
+  assertThrows(
+    () => resolvePlacement(stdio(), { localStdio: false }),
+    Error,
+    "local stdio MCP server `stdio` requires a local environment",
+  );
+  assertEquals(resolvePlacement(http(), { localStdio: false }), { kind: "local" });
+  assertEquals(resolvePlacement(stdio(), {}), { kind: "local" });
+  assertThrows(
+    () => resolvePlacement(stdio({ environment_id: "remote" }), {}),
+    Error,
+    "MCP server `stdio` references unknown environment id `remote`",
+  );
+  assertThrows(
+    () => resolvePlacement(stdio({ environment_id: "remote" }), remote),
+    Error,
+    "remote stdio MCP server `stdio` requires an absolute cwd",
+  );
+  assertThrows(
+    () => resolvePlacement(stdio({ environment_id: "remote", cwd: "relative" }), remote),
+    Error,
+    "remote stdio MCP server `stdio` requires an absolute cwd, got `relative`",
+  );
+  assertEquals(
+    resolvePlacement(stdio({ environment_id: "remote" }), { ...remote, fallbackCwd: "/srv" }),
+    { kind: "remote", environmentId: "remote", cwd: "/srv" },
+  );
+  assertEquals(
+    resolvePlacement(stdio({ environment_id: "remote", cwd: "file:///C:/plugins/demo" }), remote),
+    { kind: "remote", environmentId: "remote", cwd: "file:///C:/plugins/demo" },
+  );
+  assertEquals(resolvePlacement(http({ environment_id: "remote" }), remote), {
+    kind: "remote",
+    environmentId: "remote",
+    cwd: null,
+  });
+});
+
+Deno.test({
+  name:
+    "mcp placement: a remote server gets only the variables it asked for, on an environment holding a secret",
+  async fn() {
+    const cwd = await Deno.makeTempDir();
+    const [program, ...args] = ourStdioCommand();
+    const manager = McpConnectionManager.start({
+      servers: [tiny("remote", {
+        environment_id: "box",
+        cwd,
+        env_vars: ["LOCAL_ONLY", { name: "REMOTE_TOKEN", source: "remote" }],
+      })],
+      environments: {
+        box: {
+          command: {
+            program: program!,
+            args,
+            env: {
+              UNREQUESTED_SECRET: "hunter2",
+              REMOTE_TOKEN: "remote-value",
+              LOCAL_ONLY: "remote-copy",
+            },
+          },
+        },
+      },
+      hostEnv: { LOCAL_ONLY: "local-value", REMOTE_TOKEN: "must-not-travel", PATH: "/nowhere" },
+    });
+    try {
+      assertEquals((await manager.startupComplete).ready, ["remote"]);
+      const env = async (name: string) =>
+        textOf(await manager.callTool({ server: "remote", tool: "env" }, { name }));
+      assertEquals(await env("UNREQUESTED_SECRET"), "<unset>");
+      assertEquals(await env("REMOTE_TOKEN"), "remote-value");
+      assertEquals(await env("LOCAL_ONLY"), "local-value");
+      assert((await env("PATH")) !== "/nowhere");
+      assertEquals(textOf(await manager.callTool({ server: "remote", tool: "cwd" })), cwd);
+    } finally {
+      await manager.shutdown();
+      await Deno.remove(cwd, { recursive: true });
+    }
+  },
+});
+
+// ---------------------------------------------------------------------------
+// The manager
+
+Deno.test("mcp manager: server-everything on stdio here; names, filters, resources, prompts, server info", async () => {
+  const events: McpStatusEvent[] = [];
+  const manager = McpConnectionManager.start({
+    servers: [
+      everything("everything", { disabled_tools: ["get-sum"] }),
+      tiny("off", { enabled: false }),
+    ],
+    onStatus: (e) => events.push(e),
+  });
+  try {
+    const summary = await manager.startupComplete;
+    assertEquals(summary, { ready: ["everything"], failed: [], cancelled: [], requiredFailed: [] });
+    assertEquals(events, [
+      { server: "everything", state: "starting" },
+      { server: "everything", state: "ready" },
+    ]);
+    const status = manager.status();
+    assertEquals(status.map((s) => [s.name, s.state]), [["everything", "ready"], [
+      "off",
+      "disabled",
+    ]]);
+    assertEquals(status[0]!.serverInfo?.name, "mcp-servers/everything");
+    const names = manager.listTools().map((t) => t.qualifiedName);
+    assert(names.includes("mcp__everything__echo"), names.join());
+    assert(!names.some((n) => n.includes("get_sum")), names.join());
+    assertEquals(
+      textOf(await manager.callTool("mcp__everything__echo", { message: "hi" })),
+      "Echo: hi",
+    );
+    // The filter holds at call time too.
+    await assertRejects(
+      () => manager.callTool({ server: "everything", tool: "get-sum" }, { a: 1, b: 2 }),
+      Error,
+      "tool 'get-sum' is disabled for MCP server 'everything'",
+    );
+    await assertRejects(
+      () => manager.callTool("mcp__everything__echo", [1]),
+      Error,
+      "MCP tool arguments must be a JSON object, got [1]",
+    );
+    await assertRejects(
+      () => manager.callTool({ server: "nope", tool: "x" }),
+      Error,
+      "unknown MCP server 'nope'",
+    );
+    await assertRejects(() => manager.callTool({ server: "off", tool: "echo" }), Error, "disabled");
+    const resources = (await manager.listResources("everything")).resources as Array<
+      { uri: string }
+    >;
+    assert(resources.length > 0);
+    const read = await manager.readResource("everything", resources[0]!.uri);
+    assert(Array.isArray(read.contents) && read.contents.length > 0);
+    const prompts = (await manager.listPrompts("everything")).prompts as Array<{ name: string }>;
+    assert(prompts.some((p) => p.name === "simple-prompt"), JSON.stringify(prompts));
+    const prompt = await manager.getPrompt("everything", "simple-prompt");
+    assert(Array.isArray(prompt.messages));
+  } finally {
+    await manager.shutdown();
+  }
+});
