@@ -22,7 +22,7 @@ import { qualifyToolNames } from "../src/mcp/runtime/tool_names.ts";
 import { stripConnectorMeta } from "../src/mcp/runtime/connector_meta.ts";
 import { ToolCache } from "../src/mcp/runtime/tool_cache.ts";
 import { assert, assertEquals, assertRejects, assertThrows } from "./helpers/assert.ts";
-import { isDead, ourStdioCommand, ROOT, waitFor } from "./helpers/wire_client.ts";
+import { eventually, isDead, ourStdioCommand, ROOT, waitFor } from "./helpers/wire_client.ts";
 import type { TomlTable } from "../src/codex_config/toml_write.ts";
 
 const TINY = `${ROOT}tests/fixtures/mcp_tiny_server.ts`;
@@ -476,6 +476,223 @@ Deno.test("mcp manager: server-everything on stdio here; names, filters, resourc
     assert(prompts.some((p) => p.name === "simple-prompt"), JSON.stringify(prompts));
     const prompt = await manager.getPrompt("everything", "simple-prompt");
     assert(Array.isArray(prompt.messages));
+  } finally {
+    await manager.shutdown();
+  }
+});
+
+// ---------------------------------------------------------------------------
+// Lifecycles (the tiny fixture)
+
+async function pids(file: string): Promise<number[]> {
+  return await waitFor(async () => {
+    try {
+      const text = await Deno.readTextFile(file);
+      const list = text.trim().split(" ").map(Number);
+      return list.length === 2 ? list : null;
+    } catch {
+      return null;
+    }
+  });
+}
+
+Deno.test("mcp manager: a slow server's cached tools are offered while it starts, then the live ones", async () => {
+  const dir = await Deno.makeTempDir();
+  const gate = `${dir}/gate`;
+  const toolsFile = `${dir}/tools`;
+  const config = tiny("slow", {}, { TINY_GATE: gate, TINY_TOOLS_FILE: toolsFile });
+  try {
+    await Deno.writeTextFile(toolsFile, "alpha");
+    const first = McpConnectionManager.start({ servers: [config], codexHome: dir });
+    assertEquals((await first.startupComplete).ready, ["slow"]);
+    await first.shutdown();
+    const cacheFiles = [...Deno.readDirSync(`${dir}/cache/mcp_tools`)].map((e) => e.name);
+    assertEquals(cacheFiles.length, 1);
+    assert(/^slow-[0-9a-f]{16}\.json$/.test(cacheFiles[0]!), cacheFiles[0]);
+
+    // Second start: held at initialize; the tools changed in the meantime.
+    await Deno.writeTextFile(gate, "");
+    await Deno.writeTextFile(toolsFile, "beta");
+    let changes = 0;
+    const second = McpConnectionManager.start({
+      servers: [config],
+      codexHome: dir,
+      onToolsChanged: () => changes++,
+    });
+    try {
+      const cached = await waitFor(() => {
+        const tools = second.listTools();
+        return tools.length > 0 ? tools : null;
+      });
+      assert(cached.every((t) => t.fromCache));
+      assert(cached.some((t) => t.qualifiedName === "mcp__slow__alpha"));
+      assertEquals(second.status()[0]!.state, "starting");
+      assertEquals(second.status()[0]!.fromCache, true);
+      assertEquals(second.serverInfo("slow")?.name, "slow");
+      // A call waits for the live server.
+      const call = second.callTool("mcp__slow__echo", { message: "waited" });
+      await Deno.remove(gate);
+      assertEquals(textOf(await call), "echo: waited");
+      const live = second.listTools();
+      assert(live.every((t) => !t.fromCache));
+      assert(live.some((t) => t.qualifiedName === "mcp__slow__beta"));
+      assert(!live.some((t) => t.qualifiedName === "mcp__slow__alpha"));
+      assert(changes >= 2, String(changes));
+    } finally {
+      await second.shutdown();
+    }
+    // A different configuration never sees this cache.
+    const other = tiny("slow", {}, { TINY_GATE: gate, TINY_TOOLS_FILE: toolsFile, OTHER: "1" });
+    assertEquals(await ToolCache.inCodexHome(dir).read(other), null);
+    assert((await ToolCache.inCodexHome(dir).read(config))!.tools.some((t) => t.name === "beta"));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("mcp manager: a server that never finishes starting fails with Codex's timeout text and is stopped", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/gate`, "");
+    const manager = McpConnectionManager.start({
+      servers: [tiny("stuck", { startup_timeout_sec: 1 }, { TINY_GATE: `${dir}/gate`, TINY_PID_FILE: `${dir}/pids` })],
+    });
+    const [pid, child] = await pids(`${dir}/pids`);
+    const summary = await manager.startupComplete;
+    assertEquals(summary.failed, [{
+      server: "stuck",
+      error:
+        "MCP client for `stuck` timed out after 1 seconds. Add or adjust `startup_timeout_sec` in your config.toml:\n[mcp_servers.stuck]\nstartup_timeout_sec = XX",
+    }]);
+    assert(await eventually(() => isDead(pid!) && isDead(child!)), "the stuck server's group lives");
+    await manager.shutdown();
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("mcp manager: shutdown cancels starts in progress and stops their processes", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.writeTextFile(`${dir}/gate`, "");
+    const events: McpStatusEvent[] = [];
+    const manager = McpConnectionManager.start({
+      servers: [tiny("held", {}, { TINY_GATE: `${dir}/gate`, TINY_PID_FILE: `${dir}/pids` })],
+      onStatus: (e) => events.push(e),
+    });
+    const [pid, child] = await pids(`${dir}/pids`);
+    await manager.shutdown();
+    assertEquals(events.at(-1), { server: "held", state: "cancelled" });
+    assertEquals((await manager.startupComplete).cancelled, ["held"]);
+    assert(isDead(pid!) && isDead(child!));
+    await assertRejects(() => manager.callTool({ server: "held", tool: "echo" }), Error, "shut down");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("mcp manager: a server that dies during a call fails the call and is marked failed", async () => {
+  const manager = McpConnectionManager.start({ servers: [tiny("fragile")] });
+  try {
+    await manager.startupComplete;
+    await assertRejects(() => manager.callTool("mcp__fragile__die"), Error);
+    assert(await eventually(() => manager.status()[0]!.state === "failed"), "not failed");
+    assertEquals(manager.status()[0]!.error, "MCP server closed the connection");
+    assertEquals(manager.listTools(), []);
+    await assertRejects(() => manager.callTool("mcp__fragile__echo"), Error);
+  } finally {
+    await manager.shutdown();
+  }
+});
+
+Deno.test("mcp manager: a server ignoring SIGTERM is killed with its whole group, a call in flight fails", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const manager = McpConnectionManager.start({
+      servers: [tiny("stubborn", {}, { TINY_IGNORE_TERM: "1", TINY_PID_FILE: `${dir}/pids` })],
+    });
+    await manager.startupComplete;
+    const [pid, child] = await pids(`${dir}/pids`);
+    const call = manager.callTool("mcp__stubborn__slow", { ms: 600_000 });
+    const failed = assertRejects(() => call);
+    await manager.shutdown();
+    await failed;
+    assert(isDead(pid!), "the server survived");
+    assert(isDead(child!), "its child survived");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("mcp manager: tool timeouts use Codex's wording; time spent waiting on the harness does not count", async () => {
+  let asked: unknown = null;
+  const manager = McpConnectionManager.start({
+    servers: [tiny("asker", { tool_timeout_sec: 2 })],
+    onElicitation: async ({ server, params }) => {
+      asked = { server, message: params.message };
+      await new Promise((r) => setTimeout(r, 3000));
+      return { action: "accept", content: { name: "Grace" } };
+    },
+  });
+  try {
+    await manager.startupComplete;
+    const answer = textOf(await manager.callTool("mcp__asker__elicit"));
+    assertEquals(JSON.parse(answer), { action: "accept", content: { name: "Grace" } });
+    assertEquals(asked, { server: "asker", message: "your name?" });
+    await assertRejects(
+      () => manager.callTool("mcp__asker__slow", { ms: 600_000 }, { timeoutMs: 300 }),
+      Error,
+      "timed out awaiting tools/call after 300ms",
+    );
+    // The server is still usable.
+    assertEquals(textOf(await manager.callTool("mcp__asker__echo", { message: "x" })), "echo: x");
+  } finally {
+    await manager.shutdown();
+  }
+});
+
+Deno.test("mcp manager: a changed tool list is picked up", async () => {
+  let changes = 0;
+  const manager = McpConnectionManager.start({ servers: [tiny("growing")], onToolsChanged: () => changes++ });
+  try {
+    await manager.startupComplete;
+    const before = changes;
+    await manager.callTool("mcp__growing__grow");
+    assert(await eventually(() => changes > before), "no tools-changed callback");
+    assert(manager.listTools().some((t) => t.qualifiedName.startsWith("mcp__growing__grown")));
+  } finally {
+    await manager.shutdown();
+  }
+});
+
+Deno.test("mcp manager: connector identity _meta is stripped from every server but the trusted one", async () => {
+  const meta = JSON.stringify({ connector_id: "gmail", "openai/connector_name": "Gmail", keep: 1 });
+  const manager = McpConnectionManager.start({
+    servers: [tiny("impostor", {}, { TINY_TOOL_META: meta }), tiny("codex_apps", {}, { TINY_TOOL_META: meta })],
+  });
+  try {
+    await manager.startupComplete;
+    const metaOf = (name: string) =>
+      manager.listTools().find((t) => t.qualifiedName === name)!.definition._meta;
+    assertEquals(metaOf("mcp__impostor__echo"), { keep: 1 });
+    assertEquals(metaOf("mcp__codex_apps__echo"), JSON.parse(meta));
+  } finally {
+    await manager.shutdown();
+  }
+});
+
+Deno.test("mcp manager: 20 servers start at once, each answers, names stay unique", async () => {
+  const servers = Array.from({ length: 20 }, (_, i) => tiny(`s${i}`, { startup_timeout_sec: 120 }));
+  const manager = McpConnectionManager.start({ servers });
+  try {
+    const summary = await manager.startupComplete;
+    assertEquals(summary.ready.length, 20, JSON.stringify(summary.failed));
+    const tools = manager.listTools();
+    assertEquals(new Set(tools.map((t) => t.qualifiedName)).size, tools.length);
+    const answers = await Promise.all(
+      servers.map((s) => manager.callTool(`mcp__${s.name}__echo`, { message: s.name })),
+    );
+    assertEquals(answers.map(textOf), servers.map((s) => `echo: ${s.name}`));
   } finally {
     await manager.shutdown();
   }
