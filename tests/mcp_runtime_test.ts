@@ -6,8 +6,11 @@
 
 import { createHash } from "node:crypto";
 import { ExecServer } from "../src/server/exec_server.ts";
-import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { nullLogger } from "../src/log/logger.ts";
+import { loadNoiseCrypto } from "../src/noise/primitives.ts";
+import { RemoteExecutor } from "../src/relay/executor/executor.ts";
+import { startRelayServer } from "../src/relay/server/relay_server.ts";
+import { serverKinds, startWsServer } from "./helpers/ws_server.ts";
 import {
   LOCAL_ENVIRONMENT_ID,
   McpConfigError,
@@ -16,7 +19,7 @@ import {
   parseMcpServers,
 } from "../src/mcp/runtime/config.ts";
 import { loadMcpServerConfigs } from "../src/mcp/runtime/load.ts";
-import { resolvePlacement } from "../src/mcp/runtime/placement.ts";
+import { type McpEnvironmentTarget, resolvePlacement } from "../src/mcp/runtime/placement.ts";
 import { McpConnectionManager, type McpStatusEvent } from "../src/mcp/runtime/manager.ts";
 import { qualifyToolNames } from "../src/mcp/runtime/tool_names.ts";
 import { stripConnectorMeta } from "../src/mcp/runtime/connector_meta.ts";
@@ -555,7 +558,12 @@ Deno.test("mcp manager: a server that never finishes starting fails with Codex's
   try {
     await Deno.writeTextFile(`${dir}/gate`, "");
     const manager = McpConnectionManager.start({
-      servers: [tiny("stuck", { startup_timeout_sec: 1 }, { TINY_GATE: `${dir}/gate`, TINY_PID_FILE: `${dir}/pids` })],
+      servers: [
+        tiny("stuck", { startup_timeout_sec: 1 }, {
+          TINY_GATE: `${dir}/gate`,
+          TINY_PID_FILE: `${dir}/pids`,
+        }),
+      ],
     });
     const [pid, child] = await pids(`${dir}/pids`);
     const summary = await manager.startupComplete;
@@ -564,7 +572,10 @@ Deno.test("mcp manager: a server that never finishes starting fails with Codex's
       error:
         "MCP client for `stuck` timed out after 1 seconds. Add or adjust `startup_timeout_sec` in your config.toml:\n[mcp_servers.stuck]\nstartup_timeout_sec = XX",
     }]);
-    assert(await eventually(() => isDead(pid!) && isDead(child!)), "the stuck server's group lives");
+    assert(
+      await eventually(() => isDead(pid!) && isDead(child!)),
+      "the stuck server's group lives",
+    );
     await manager.shutdown();
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -585,7 +596,11 @@ Deno.test("mcp manager: shutdown cancels starts in progress and stops their proc
     assertEquals(events.at(-1), { server: "held", state: "cancelled" });
     assertEquals((await manager.startupComplete).cancelled, ["held"]);
     assert(isDead(pid!) && isDead(child!));
-    await assertRejects(() => manager.callTool({ server: "held", tool: "echo" }), Error, "shut down");
+    await assertRejects(
+      () => manager.callTool({ server: "held", tool: "echo" }),
+      Error,
+      "shut down",
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -653,7 +668,10 @@ Deno.test("mcp manager: tool timeouts use Codex's wording; time spent waiting on
 
 Deno.test("mcp manager: a changed tool list is picked up", async () => {
   let changes = 0;
-  const manager = McpConnectionManager.start({ servers: [tiny("growing")], onToolsChanged: () => changes++ });
+  const manager = McpConnectionManager.start({
+    servers: [tiny("growing")],
+    onToolsChanged: () => changes++,
+  });
   try {
     await manager.startupComplete;
     const before = changes;
@@ -668,7 +686,10 @@ Deno.test("mcp manager: a changed tool list is picked up", async () => {
 Deno.test("mcp manager: connector identity _meta is stripped from every server but the trusted one", async () => {
   const meta = JSON.stringify({ connector_id: "gmail", "openai/connector_name": "Gmail", keep: 1 });
   const manager = McpConnectionManager.start({
-    servers: [tiny("impostor", {}, { TINY_TOOL_META: meta }), tiny("codex_apps", {}, { TINY_TOOL_META: meta })],
+    servers: [
+      tiny("impostor", {}, { TINY_TOOL_META: meta }),
+      tiny("codex_apps", {}, { TINY_TOOL_META: meta }),
+    ],
   });
   try {
     await manager.startupComplete;
@@ -695,5 +716,286 @@ Deno.test("mcp manager: 20 servers start at once, each answers, names stay uniqu
     assertEquals(answers.map(textOf), servers.map((s) => `echo: ${s.name}`));
   } finally {
     await manager.shutdown();
+  }
+});
+
+// ---------------------------------------------------------------------------
+// Streamable HTTP
+
+/** A stateless Streamable HTTP MCP server that wants `Bearer TOKEN`; records request headers. */
+async function bearerServer(token: string) {
+  const { McpServer } = await import("@modelcontextprotocol/sdk/server/mcp.js");
+  const { WebStandardStreamableHTTPServerTransport } = await import(
+    "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
+  );
+  const seen: Headers[] = [];
+  const http = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    seen.push(req.headers);
+    if (req.headers.get("authorization") !== `Bearer ${token}`) {
+      return new Response("unauthorized", {
+        status: 401,
+        headers: { "www-authenticate": "Bearer" },
+      });
+    }
+    const server = new McpServer({ name: "guarded", version: "2.0.0" });
+    server.registerTool(
+      "whoami",
+      {},
+      () => ({ content: [{ type: "text", text: "guarded tool" }] }),
+    );
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    await server.connect(transport);
+    return await transport.handleRequest(req);
+  });
+  return {
+    url: `http://127.0.0.1:${http.addr.port}/mcp`,
+    seen,
+    async [Symbol.asyncDispose]() {
+      await http.shutdown();
+    },
+  };
+}
+
+Deno.test("mcp http: bearer token and headers from variables; a missing or empty token fails before connecting", async () => {
+  await using guarded = await bearerServer("s3cret");
+  const web = (name: string, extra: TomlTable = {}) =>
+    parseMcpServerConfig(name, {
+      url: guarded.url,
+      bearer_token_env_var: "GUARD_TOKEN",
+      http_headers: { "X-Static": "static" },
+      env_http_headers: { "X-From-Env": "HEADER_VALUE", "X-Blank": "BLANK" },
+      ...extra,
+    });
+  const run = async (hostEnv: Record<string, string>) => {
+    const manager = McpConnectionManager.start({ servers: [web("web")], hostEnv });
+    try {
+      return { summary: await manager.startupComplete, manager };
+    } finally {
+      await manager.shutdown();
+    }
+  };
+  const before = guarded.seen.length;
+  assertEquals((await run({})).summary.failed, [{
+    server: "web",
+    error:
+      "MCP client for `web` failed to start: Environment variable GUARD_TOKEN for MCP server 'web' is not set",
+  }]);
+  assertEquals(
+    (await run({ GUARD_TOKEN: "" })).summary.failed[0]!.error,
+    "MCP client for `web` failed to start: Environment variable GUARD_TOKEN for MCP server 'web' is empty",
+  );
+  assertEquals(guarded.seen.length, before, "nothing may be sent without the token");
+  const wrong = await run({ GUARD_TOKEN: "guess" });
+  assertEquals(
+    wrong.summary.failed[0]!.error,
+    "MCP client for `web` failed to start: Auth required (HTTP 401): Error POSTing to endpoint: unauthorized",
+  );
+
+  const manager = McpConnectionManager.start({
+    servers: [web("web")],
+    hostEnv: { GUARD_TOKEN: "s3cret", HEADER_VALUE: "from-env", BLANK: "  " },
+  });
+  try {
+    assertEquals((await manager.startupComplete).ready, ["web"]);
+    assertEquals(textOf(await manager.callTool("mcp__web__whoami")), "guarded tool");
+    assertEquals(manager.serverInfo("web")?.name, "guarded");
+    const last = guarded.seen.at(-1)!;
+    assertEquals(last.get("x-static"), "static");
+    assertEquals(last.get("x-from-env"), "from-env");
+    assertEquals(last.get("x-blank"), null);
+  } finally {
+    await manager.shutdown();
+  }
+});
+
+/** Starts server-everything in Streamable HTTP mode on a free port (through `spawn`). */
+async function everythingHttp(
+  spawn: (argv: string[], env: Record<string, string>) => Promise<{
+    stderr: ReadableStream<Uint8Array>;
+    kill(): Promise<void>;
+  }>,
+  port: number,
+) {
+  const child = await spawn(
+    [
+      Deno.execPath(),
+      "run",
+      "-A",
+      "--cached-only",
+      "--config",
+      CONFIG,
+      EVERYTHING,
+      "streamableHttp",
+    ],
+    { PORT: String(port) },
+  );
+  const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  let seen = "";
+  while (!seen.includes(`listening on port ${port}`)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`server-everything did not start: ${seen}`);
+    seen += value;
+  }
+  // Keep draining so it never blocks on stderr.
+  (async () => {
+    while (!(await reader.read().catch(() => ({ done: true }))).done) { /* drain */ }
+  })();
+  return { url: `http://127.0.0.1:${port}/mcp`, stop: () => child.kill() };
+}
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+Deno.test({
+  name: "mcp http: server-everything in Streamable HTTP mode, from here",
+  async fn() {
+    const server = await everythingHttp(async (argv, env) => {
+      await Promise.resolve();
+      const child = new Deno.Command(argv[0]!, {
+        args: argv.slice(1),
+        env,
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+      return {
+        stderr: child.stderr,
+        kill: async () => {
+          child.kill("SIGKILL");
+          await child.status;
+        },
+      };
+    }, freePort());
+    const manager = McpConnectionManager.start({
+      servers: [parseMcpServerConfig("web", { url: server.url })],
+    });
+    try {
+      assertEquals((await manager.startupComplete).ready, ["web"]);
+      assertEquals(
+        textOf(await manager.callTool("mcp__web__echo", { message: "over http" })),
+        "Echo: over http",
+      );
+      assertEquals(manager.serverInfo("web")?.name, "mcp-servers/everything");
+    } finally {
+      await manager.shutdown();
+      await server.stop();
+    }
+  },
+});
+
+Deno.test({
+  name: "mcp http: a server only reachable inside an environment is used through its http/request",
+  async fn() {
+    // The environment: our exec-server in its own network namespace (bwrap
+    // gives it a loopback of its own), so its 127.0.0.1 is not ours.
+    const [program, ...args] = ourStdioCommand();
+    const box = {
+      command: {
+        program: "bwrap",
+        args: [
+          "--dev-bind",
+          "/",
+          "/",
+          "--unshare-net",
+          "--die-with-parent",
+          "--",
+          program!,
+          ...args,
+        ],
+      },
+    };
+    const { connect } = await import("../src/client/client.ts");
+    const client = await connect(box);
+    const port = freePort();
+    const server = await everythingHttp(async (argv, env) => {
+      const p = await client.spawn(argv, { env, cwd: "/" });
+      return { stderr: p.stderr, kill: () => p.terminate(2000).then(() => {}) };
+    }, port);
+    const config = (name: string, extra: TomlTable = {}) =>
+      parseMcpServerConfig(name, { url: server.url, startup_timeout_sec: 30, ...extra });
+    const manager = McpConnectionManager.start({
+      servers: [
+        config("inside", { environment_id: "box" }),
+        config("outside", { startup_timeout_sec: 10 }),
+      ],
+      environments: { box: client },
+    });
+    try {
+      const summary = await manager.startupComplete;
+      assertEquals(summary.ready, ["inside"]);
+      // From here the same URL reaches nothing.
+      assertEquals(summary.failed.map((f) => f.server), ["outside"]);
+      assertEquals(
+        textOf(await manager.callTool("mcp__inside__echo", { message: "in the box" })),
+        "Echo: in the box",
+      );
+    } finally {
+      await manager.shutdown();
+      await server.stop();
+      await client.close();
+    }
+  },
+});
+
+// ---------------------------------------------------------------------------
+// stdio servers inside environments
+
+async function everythingIn(environment: McpEnvironmentTarget, label: string): Promise<void> {
+  const cwd = await Deno.makeTempDir();
+  const manager = McpConnectionManager.start({
+    servers: [everything("remote", { environment_id: "env", cwd })],
+    environments: { env: environment },
+  });
+  try {
+    const summary = await manager.startupComplete;
+    assertEquals(summary.ready, ["remote"], `${label}: ${JSON.stringify(summary.failed)}`);
+    assertEquals(
+      textOf(await manager.callTool("mcp__remote__echo", { message: label })),
+      `Echo: ${label}`,
+    );
+    const sum = await manager.callTool("mcp__remote__get_sum", { a: 2, b: 40 });
+    assert(textOf(sum).includes("42"), textOf(sum));
+  } finally {
+    await manager.shutdown();
+    await Deno.remove(cwd, { recursive: true });
+  }
+}
+
+for (const kind of serverKinds()) {
+  Deno.test(`mcp remote stdio: server-everything through ${kind === "ours" ? "our" : "the reference's"} exec-server`, async () => {
+    await using server = await startWsServer(kind);
+    await everythingIn({ url: server.url }, kind);
+  });
+}
+
+Deno.test("mcp remote stdio: server-everything through the relay, end-to-end encrypted", async () => {
+  await loadNoiseCrypto();
+  const relay = await startRelayServer({ port: 0, logger: nullLogger });
+  const executorToken = await relay.store.createToken("executor", "env-mcp");
+  const harnessToken = await relay.store.createToken("harness", "env-mcp");
+  const server = new ExecServer({ logger: nullLogger });
+  const executor = await RemoteExecutor.start({
+    registry: { url: relay.url, bearer: executorToken },
+    environmentId: "env-mcp",
+    server,
+    logger: nullLogger,
+    backoff: { initialMs: 50, maxMs: 200 },
+  });
+  try {
+    await executor.connected;
+    await everythingIn({
+      rendezvous: { registryUrl: relay.url, environmentId: "env-mcp", token: harnessToken },
+      reconnect: { initialDelayMs: 50, maxDelayMs: 200 },
+    }, "relay");
+  } finally {
+    await executor.close();
+    await server.close();
+    await relay.close();
   }
 });

@@ -145,9 +145,24 @@ function startupError(config: McpServerConfig, error: unknown): string {
     const secs = Math.floor((config.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS) / 1000);
     return `MCP client for \`${config.name}\` timed out after ${secs} seconds. Add or adjust \`startup_timeout_sec\` in your config.toml:\n[mcp_servers.${config.name}]\nstartup_timeout_sec = XX`;
   }
-  return `MCP client for \`${config.name}\` failed to start: ${
-    error instanceof Error ? error.message : String(error)
-  }`;
+  return `MCP client for \`${config.name}\` failed to start: ${describeError(error)}`;
+}
+
+/**
+ * An error's text; an HTTP status the SDK keeps in `code` is spelled out
+ * (`HTTP 403: …`; 401 as Codex's `Auth required`).
+ */
+function describeError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const code = (error as { code?: unknown }).code;
+  const prefix = "Streamable HTTP error: ";
+  const message = error.message.slice(prefix.length);
+  if (
+    error.message.startsWith(prefix) && typeof code === "number" && code >= 100 && code < 600
+  ) {
+    return code === 401 ? `Auth required (HTTP 401): ${message}` : `HTTP ${code}: ${message}`;
+  }
+  return error.message;
 }
 
 function isObject(value: unknown): value is JsonObject {
