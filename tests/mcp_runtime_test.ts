@@ -999,3 +999,99 @@ Deno.test("mcp remote stdio: server-everything through the relay, end-to-end enc
     await relay.close();
   }
 });
+
+// ---------------------------------------------------------------------------
+// The CLI
+
+async function cli(
+  args: string[],
+  home: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", `${ROOT}cli.ts`, "mcp-servers", ...args, "--config-home", home],
+    stdout: "piped",
+    stderr: "piped",
+    stdin: "null",
+  }).output();
+  const d = new TextDecoder();
+  return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
+}
+
+Deno.test("mcp-servers CLI: list, status, tools, call against a Codex config, a server placed with --environment", async () => {
+  const home = await Deno.makeTempDir();
+  const work = await Deno.makeTempDir();
+  try {
+    const deno = JSON.stringify(Deno.execPath());
+    await Deno.writeTextFile(
+      `${home}/config.toml`,
+      `[mcp_servers.here]
+command = ${deno}
+args = ["run", "-A", "--no-config", ${JSON.stringify(TINY)}]
+disabled_tools = ["die"]
+
+[mcp_servers.there]
+command = ${deno}
+args = ["run", "-A", "--no-config", ${JSON.stringify(TINY)}]
+environment_id = "box"
+cwd = ${JSON.stringify(work)}
+env = { TINY_NAME = "there" }
+
+[mcp_servers.off]
+url = "http://127.0.0.1:9/mcp"
+enabled = false
+`,
+    );
+    const list = await cli(["list", "--json"], home);
+    assertEquals(list.code, 0, list.stderr);
+    const listed = JSON.parse(list.stdout) as Array<Record<string, unknown>>;
+    assertEquals(listed.map((s) => [s.name, s.enabled, s.environment_id]), [
+      ["here", true, "local"],
+      ["there", true, "box"],
+      ["off", false, "local"],
+    ]);
+    const box = `box=stdio:${ourStdioCommand().map((a) => JSON.stringify(a)).join(" ")}`;
+    const tools = await cli(["tools", "--json", "--environment", box], home);
+    assertEquals(tools.code, 0, tools.stderr);
+    const names = (JSON.parse(tools.stdout) as Array<{ name: string }>).map((t) => t.name);
+    assert(names.includes("mcp__here__echo") && names.includes("mcp__there__cwd"), names.join());
+    assert(!names.includes("mcp__here__die"), names.join());
+    assert(tools.stderr.includes("✓ there ready"), tools.stderr);
+
+    const call = await cli(["call", "there", "cwd", "--environment", box, "--quiet"], home);
+    assertEquals([call.code, call.stdout.trim(), call.stderr], [0, work, ""]);
+    const echo = await cli(["call", "here", "echo", '{"message":"from the CLI"}', "--json"], home);
+    assertEquals(JSON.parse(echo.stdout).content[0].text, "echo: from the CLI");
+
+    // Without the environment the placed server fails, and status says why.
+    const status = await cli(["status", "--json"], home);
+    assertEquals(status.code, 1);
+    const states = JSON.parse(status.stdout) as Array<
+      { name: string; state: string; error?: string }
+    >;
+    assertEquals(states.map((s) => [s.name, s.state]), [["here", "ready"], ["there", "failed"], [
+      "off",
+      "disabled",
+    ]]);
+    assertEquals(
+      states[1]!.error,
+      "MCP client for `there` failed to start: MCP server `there` references unknown environment id `box`",
+    );
+    const unknown = await cli(["call", "nope", "x"], home);
+    assertEquals([unknown.code, unknown.stderr.trim()], [1, "Error: unknown MCP server 'nope'"]);
+    const disabled = await cli(["call", "here", "die"], home);
+    assertEquals([disabled.code, disabled.stderr.trim().split("\n").at(-1)], [
+      1,
+      "Error: tool 'die' is disabled for MCP server 'here'",
+    ]);
+    // A configuration error names the key, and nothing starts.
+    const bad = await cli(["status", "-c", "mcp_servers.here.args=5"], home);
+    assertEquals(bad.code, 1);
+    assertEquals(
+      bad.stderr.trim(),
+      "Error: invalid type: integer `5`, expected a sequence\nin `mcp_servers.here.args`",
+    );
+  } finally {
+    await Deno.remove(home, { recursive: true });
+    await Deno.remove(work, { recursive: true });
+  }
+});

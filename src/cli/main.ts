@@ -18,6 +18,7 @@ import { runProxy } from "./proxy_cmd.ts";
 import { runRelay } from "./relay_cmd.ts";
 import { runForward } from "./forward_cmd.ts";
 import { runStdioToUds } from "./stdio_to_uds_cmd.ts";
+import { runMcpServers } from "./mcp_servers_cmd.ts";
 
 /** Top-level help. */
 export const USAGE =
@@ -35,6 +36,7 @@ Commands:
   proxy            egress policy proxy (HTTP + SOCKS5, domain policy, limited mode, MITM)
   mcp              this machine (or an exec-server's environment) as MCP tools
   mcp-bridge       run an MCP stdio server (here or on an exec-server) for MCP clients
+  mcp-servers      list, start and call the MCP servers of a Codex configuration
   responses-proxy  loopback Responses API proxy that adds the API key read from stdin
   stdio-to-uds     relay stdio to a Unix domain socket
   help             show this help, or a command's help
@@ -61,6 +63,7 @@ const COMMANDS: Record<string, Command> = {
   info: runInfo,
   "responses-proxy": runResponsesProxy,
   "mcp-bridge": runMcpBridge,
+  "mcp-servers": runMcpServers,
   mcp: runMcp,
   proxy: runProxy,
   relay: runRelay,

@@ -1,0 +1,333 @@
+/**
+ * `exec-server mcp-servers list|status|tools|call`: the MCP servers of a
+ * Codex configuration, run by the MCP runtime — here or in environments
+ * named with `--environment`.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import type { ConnectOptions } from "../client/client.ts";
+import { createLogger, type LogLevel } from "../log/logger.ts";
+import type { McpServerConfig } from "../mcp/runtime/config.ts";
+import { loadMcpServerConfigs } from "../mcp/runtime/load.ts";
+import { McpConnectionManager, type McpStatusEvent } from "../mcp/runtime/manager.ts";
+import type { McpEnvironmentTarget } from "../mcp/runtime/placement.ts";
+import { splitCommand } from "./client_args.ts";
+import {
+  onTerminationSignal,
+  printLine,
+  printUsage,
+  readSecretFile,
+  UsageError,
+} from "./common.ts";
+import { defaultConfigLocations } from "../codex_config/layers.ts";
+
+/** Help text. */
+export const MCP_SERVERS_USAGE = `Usage: exec-server mcp-servers <COMMAND> [OPTIONS]
+
+Runs the MCP servers of a Codex configuration ([mcp_servers.NAME] in config.toml,
+with its project layers and -c overrides) the way Codex does: every enabled server
+started at once, tools named mcp__SERVER__TOOL and filtered by enabled_tools /
+disabled_tools, connector metadata stripped, servers with environment_id placed in
+the environments given with --environment.
+
+Commands:
+  list                         the configured servers (nothing is started)
+  status                       start the enabled servers; print each one's state
+  tools [SERVER...]            start them; print the tools on offer
+  call SERVER TOOL [JSON]      start SERVER and call TOOL with JSON arguments (default {})
+
+Options:
+  --config-home <DIR>          Codex home (default: $CODEX_HOME, else ~/.codex)
+  -c, --config <key=value>     override a configuration value, like codex -c (repeatable)
+  --cd <DIR>                   project directory: project layers, and the working
+                               directory of servers without one (default: .)
+  --environment <NAME=TARGET>  an exec-server for servers with environment_id = NAME:
+                               ws://HOST:PORT[/…] or stdio:"CMD ARGS" (repeatable)
+  --environment-token <NAME=FILE>
+                               bearer token for a ws:// environment
+  --no-cache                   neither read nor write the tool cache
+  --json                       JSON on stdout
+  --quiet                      no progress on stderr while servers start
+  --log-level <LEVEL>          diagnostics on stderr (default warn)
+
+Examples:
+  exec-server mcp-servers list
+  exec-server mcp-servers tools -c 'mcp_servers.fs.enabled_tools=["read_file"]'
+  exec-server mcp-servers call everything echo '{"message":"hi"}'
+  exec-server mcp-servers status --environment box=ws://10.0.0.5:7000
+`;
+
+function pairs(flag: string, values: readonly string[] = []): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const value of values) {
+    const eq = value.indexOf("=");
+    if (eq <= 0) throw new UsageError(`--${flag} expects NAME=VALUE, got ${value}`, 2);
+    out.set(value.slice(0, eq), value.slice(eq + 1));
+  }
+  return out;
+}
+
+function environments(
+  targets: Map<string, string>,
+  tokens: Map<string, string>,
+): Record<string, McpEnvironmentTarget> {
+  const out: Record<string, McpEnvironmentTarget> = {};
+  for (const name of tokens.keys()) {
+    if (!targets.has(name)) {
+      throw new UsageError(`--environment-token names unknown environment ${name}`, 2);
+    }
+  }
+  for (const [name, target] of targets) {
+    let options: ConnectOptions;
+    if (/^wss?:\/\//i.test(target)) {
+      const file = tokens.get(name);
+      options = {
+        url: target,
+        clientName: "exec-server-mcp-servers",
+        ...(file !== undefined ? { token: readSecretFile("environment-token", file) } : {}),
+      };
+    } else if (target.startsWith("stdio:")) {
+      const [program, ...args] = splitCommand(target.slice("stdio:".length));
+      if (program === undefined) {
+        throw new UsageError(`--environment ${name}: stdio: needs a command`, 2);
+      }
+      options = { command: { program, args }, clientName: "exec-server-mcp-servers" };
+    } else {
+      throw new UsageError(
+        `--environment ${name}: expected ws://HOST:PORT or stdio:"CMD ARGS", got ${target}`,
+        2,
+      );
+    }
+    Object.defineProperty(out, name, { value: options, enumerable: true });
+  }
+  return out;
+}
+
+/** Codex's `mcp list --json` shape for one server. */
+function describe(config: McpServerConfig): Record<string, unknown> {
+  const t = config.transport;
+  return {
+    name: config.name,
+    enabled: config.enabled,
+    environment_id: config.environmentId,
+    transport: t.type === "stdio"
+      ? {
+        type: "stdio",
+        command: t.command,
+        args: t.args,
+        env: t.env,
+        env_vars: t.envVars,
+        cwd: t.cwd,
+      }
+      : {
+        type: "streamable_http",
+        url: t.url,
+        bearer_token_env_var: t.bearerTokenEnvVar,
+        http_headers: t.httpHeaders,
+        env_http_headers: t.envHttpHeaders,
+      },
+    startup_timeout_sec: config.startupTimeoutMs === null ? null : config.startupTimeoutMs / 1000,
+    tool_timeout_sec: config.toolTimeoutMs === null ? null : config.toolTimeoutMs / 1000,
+    enabled_tools: config.enabledTools,
+    disabled_tools: config.disabledTools,
+    required: config.required,
+  };
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join(
+    "\n",
+  );
+}
+
+function progress(quiet: boolean): (event: McpStatusEvent) => void {
+  const started = new Map<string, number>();
+  const write = (line: string) => {
+    if (quiet) return;
+    try {
+      Deno.stderr.writeSync(new TextEncoder().encode(line + "\n"));
+    } catch { /* stderr gone */ }
+  };
+  return (event) => {
+    if (event.state === "starting") {
+      started.set(event.server, performance.now());
+      write(`… ${event.server} starting`);
+      return;
+    }
+    const ms = Math.round(performance.now() - (started.get(event.server) ?? performance.now()));
+    if (event.state === "ready") write(`✓ ${event.server} ready (${ms} ms)`);
+    else if (event.state === "failed") write(`✗ ${event.server} failed: ${event.error}`);
+    else if (event.state === "cancelled") write(`✗ ${event.server} cancelled`);
+  };
+}
+
+function textOf(result: Record<string, unknown>): string {
+  const content = Array.isArray(result.content) ? result.content : [];
+  return content.map((c: Record<string, unknown>) =>
+    c.type === "text" ? String(c.text) : JSON.stringify(c)
+  ).join("\n");
+}
+
+/** Runs `mcp-servers`; returns the exit status. */
+export async function runMcpServers(args: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        "config-home": { type: "string" },
+        config: { type: "string", short: "c", multiple: true },
+        cd: { type: "string" },
+        environment: { type: "string", multiple: true },
+        "environment-token": { type: "string", multiple: true },
+        "no-cache": { type: "boolean" },
+        json: { type: "boolean" },
+        quiet: { type: "boolean" },
+        "log-level": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  const flags = parsed.values;
+  const [command, ...rest] = parsed.positionals;
+  if (flags.help || command === undefined) {
+    printUsage(MCP_SERVERS_USAGE);
+    return command === undefined && !flags.help ? 2 : 0;
+  }
+  if (!["list", "status", "tools", "call"].includes(command)) {
+    throw new UsageError(`unknown mcp-servers command: ${command}`, 2);
+  }
+  const cwd = flags.cd ?? Deno.cwd();
+  const codexHome = flags["config-home"] ?? defaultConfigLocations().codexHome;
+  let servers: McpServerConfig[];
+  try {
+    servers = await loadMcpServerConfigs({ codexHome, cwd, overrides: flags.config ?? [] });
+  } catch (error) {
+    console.error(`Error: ${(error as Error).message}`);
+    return 1;
+  }
+  const json = flags.json ?? false;
+
+  if (command === "list") {
+    if (json) await printLine(JSON.stringify(servers.map(describe), null, 2));
+    else if (servers.length === 0) await printLine("No MCP servers configured.");
+    else {
+      await printLine(table([
+        ["Name", "Transport", "Command / URL", "Environment", "Status"],
+        ...servers.map((s) => [
+          s.name,
+          s.transport.type,
+          s.transport.type === "stdio"
+            ? [s.transport.command, ...s.transport.args].join(" ")
+            : s.transport.url,
+          s.environmentId,
+          s.enabled ? "enabled" : "disabled",
+        ]),
+      ]));
+    }
+    return 0;
+  }
+
+  let selected = servers;
+  if (command === "call" || (command === "tools" && rest.length > 0)) {
+    const wanted = command === "call" ? rest.slice(0, 1) : rest;
+    if (wanted.length === 0) throw new UsageError("call needs SERVER TOOL [JSON]", 2);
+    for (const name of wanted) {
+      if (!servers.some((s) => s.name === name)) {
+        console.error(`Error: unknown MCP server '${name}'`);
+        return 1;
+      }
+    }
+    selected = servers.filter((s) => wanted.includes(s.name));
+  }
+  let callArgs: unknown = {};
+  if (command === "call") {
+    if (rest.length < 2 || rest.length > 3) {
+      throw new UsageError("call needs SERVER TOOL [JSON]", 2);
+    }
+    try {
+      callArgs = rest[2] === undefined ? {} : JSON.parse(rest[2]);
+    } catch (error) {
+      throw new UsageError(`the tool arguments are not JSON: ${(error as Error).message}`, 2);
+    }
+  }
+
+  const logger = createLogger({ level: (flags["log-level"] ?? "warn") as LogLevel });
+  const manager = McpConnectionManager.start({
+    servers: selected,
+    environments: environments(
+      pairs("environment", flags.environment),
+      pairs("environment-token", flags["environment-token"]),
+    ),
+    fallbackCwd: cwd,
+    codexHome,
+    ...(flags["no-cache"] ? { toolCache: null } : {}),
+    onStatus: progress(flags.quiet ?? false),
+    logger,
+  });
+  const removeSignals = onTerminationSignal(() => void manager.shutdown());
+  try {
+    const summary = await manager.startupComplete;
+    if (command === "status") {
+      const status = manager.status();
+      if (json) await printLine(JSON.stringify(status, null, 2));
+      else {
+        await printLine(table([
+          ["Name", "State", "Tools", "Server", "Detail"],
+          ...status.map((s) => [
+            s.name,
+            s.state,
+            String(s.toolCount),
+            s.serverInfo ? `${s.serverInfo.name ?? ""} ${s.serverInfo.version ?? ""}`.trim() : "",
+            (s.error ?? "").split("\n")[0]!,
+          ]),
+        ]));
+      }
+      return summary.failed.length > 0 ? 1 : 0;
+    }
+    if (command === "tools") {
+      const tools = manager.listTools();
+      if (json) {
+        await printLine(JSON.stringify(
+          tools.map((t) => ({
+            name: t.qualifiedName,
+            server: t.server,
+            tool: t.tool,
+            description: t.definition.description ?? null,
+            inputSchema: t.definition.inputSchema ?? null,
+          })),
+          null,
+          2,
+        ));
+      } else {
+        for (const t of tools) {
+          const description = String(t.definition.description ?? "").split("\n")[0]!;
+          await printLine(description ? `${t.qualifiedName}  ${description}` : t.qualifiedName);
+        }
+      }
+      return summary.requiredFailed.length > 0 ? 1 : 0;
+    }
+    const [server, tool] = rest as [string, string];
+    if (summary.failed.length > 0) {
+      console.error(`Error: ${summary.failed[0]!.error}`);
+      return 1;
+    }
+    try {
+      const result = await manager.callTool({ server, tool }, callArgs);
+      await printLine(json ? JSON.stringify(result, null, 2) : textOf(result));
+      return result.isError === true ? 1 : 0;
+    } catch (error) {
+      console.error(`Error: ${(error as Error).message}`);
+      return 1;
+    }
+  } finally {
+    removeSignals();
+    await manager.shutdown();
+  }
+}
