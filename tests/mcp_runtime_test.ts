@@ -531,7 +531,14 @@ Deno.test("mcp manager: a slow server's cached tools are offered while it starts
       assert(cached.some((t) => t.qualifiedName === "mcp__slow__alpha"));
       assertEquals(second.status()[0]!.state, "starting");
       assertEquals(second.status()[0]!.fromCache, true);
-      assertEquals(second.serverInfo("slow")?.name, "slow");
+      // Server info, icons included, survives the cache.
+      assertEquals(second.serverInfo("slow"), {
+        name: "slow",
+        version: "1.2.3",
+        title: "Tiny slow",
+        websiteUrl: "https://example.test",
+        icons: [{ src: "https://example.test/icon.png", mimeType: "image/png", sizes: ["48x48"] }],
+      });
       // A call waits for the live server.
       const call = second.callTool("mcp__slow__echo", { message: "waited" });
       await Deno.remove(gate);
@@ -1160,3 +1167,32 @@ for (
     }
   });
 }
+
+Deno.test("mcp manager: sampling requests reach the harness callback; without one, sampling is not offered", async () => {
+  const seen: unknown[] = [];
+  const manager = McpConnectionManager.start({
+    servers: [tiny("sampler")],
+    onSampling: ({ server, params }) => {
+      seen.push({ server, maxTokens: params.maxTokens });
+      return { role: "assistant", content: { type: "text", text: "hi" }, model: "harness-model" };
+    },
+  });
+  const plain = McpConnectionManager.start({ servers: [tiny("plain")] });
+  try {
+    await manager.startupComplete;
+    await plain.startupComplete;
+    const answer = JSON.parse(textOf(await manager.callTool("mcp__sampler__sample")));
+    assertEquals(answer, {
+      role: "assistant",
+      content: { type: "text", text: "hi" },
+      model: "harness-model",
+    });
+    assertEquals(seen, [{ server: "sampler", maxTokens: 10 }]);
+    // The server gets an error answer, not silence.
+    const refused = JSON.parse(textOf(await plain.callTool("mcp__plain__sample")));
+    assert(typeof refused.code === "number" && refused.code < 0, JSON.stringify(refused));
+  } finally {
+    await manager.shutdown();
+    await plain.shutdown();
+  }
+});
