@@ -1,6 +1,31 @@
 /**
- * MCP integration: an exec-server environment as MCP tools, and MCP stdio
- * servers launched here or inside an environment, bridged to MCP clients.
+ * MCP integration: the MCP runtime a harness needs around its MCP servers
+ * (Codex's `mcp_servers` configuration, placement here or inside any
+ * environment, stdio and Streamable HTTP, concurrent starts, a tool cache,
+ * `mcp__SERVER__TOOL` names, the connector-metadata trust boundary); an
+ * exec-server environment as MCP tools; and MCP stdio servers launched here
+ * or inside an environment, bridged to MCP clients.
+ *
+ * @example Run the MCP servers of a Codex configuration
+ * ```ts ignore
+ * import { loadMcpServerConfigs, McpConnectionManager } from "jsr:@org/exec-server/mcp";
+ *
+ * await using manager = McpConnectionManager.start({
+ *   servers: await loadMcpServerConfigs(),
+ *   environments: { box: { url: "ws://10.0.0.5:7000" } },
+ *   codexHome: `${Deno.env.get("HOME")}/.codex`,
+ * });
+ * await manager.startupComplete;
+ * for (const tool of manager.listTools()) console.log(tool.qualifiedName);
+ * ```
+ *
+ * @example Model-visible tool names
+ * ```ts
+ * import { qualifyToolNames } from "jsr:@org/exec-server/mcp";
+ *
+ * const [tool] = qualifyToolNames([{ server: "my-files", tool: "read.file" }]);
+ * console.log(tool!.qualifiedName); // mcp__my_files__read_file
+ * ```
  *
  * @example Serve an environment's tools over MCP stdio
  * ```ts ignore
@@ -41,3 +66,52 @@ export {
   type ExecStart,
   type ExecToolLimits,
 } from "./src/mcp/tools/exec_sessions.ts";
+export {
+  DEFAULT_STARTUP_TIMEOUT_MS,
+  DEFAULT_TOOL_TIMEOUT_MS,
+  LOCAL_ENVIRONMENT_ID,
+  McpConfigError,
+  type McpServerConfig,
+  type McpTransportConfig,
+  parseMcpServerConfig,
+  parseMcpServers,
+  toolAllowed,
+} from "./src/mcp/runtime/config.ts";
+export { loadMcpServerConfigs, type LoadMcpServersOptions } from "./src/mcp/runtime/load.ts";
+export {
+  type McpEnvironmentTarget,
+  type McpPlacement,
+  type McpRuntimeContext,
+  resolvePlacement,
+} from "./src/mcp/runtime/placement.ts";
+export {
+  McpConnectionManager,
+  type McpManagerOptions,
+  type McpServerState,
+  type McpServerStatus,
+  type McpStartupSummary,
+  type McpStatusEvent,
+  type McpToolInfo,
+} from "./src/mcp/runtime/manager.ts";
+export {
+  type JsonObject,
+  type McpClientInfo,
+  type McpHarnessCallbacks,
+  type McpServerRequest,
+  McpTimeoutError,
+} from "./src/mcp/runtime/server_connection.ts";
+export {
+  MAX_TOOL_NAME_LENGTH,
+  type QualifiedToolName,
+  qualifyToolNames,
+  type RawToolName,
+  sanitizeToolName,
+} from "./src/mcp/runtime/tool_names.ts";
+export {
+  CONNECTOR_META_KEYS,
+  isConnectorMetaKey,
+  stripConnectorMeta,
+  TRUSTED_CONNECTOR_SERVER,
+} from "./src/mcp/runtime/connector_meta.ts";
+export { ToolCache, type ToolSnapshot } from "./src/mcp/runtime/tool_cache.ts";
+export type { TomlTable, TomlValue } from "./src/codex_config/toml_write.ts";

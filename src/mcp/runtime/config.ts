@@ -86,7 +86,7 @@ export class McpConfigError extends Error {
   readonly path: string;
   /** The problem, without the path. */
   readonly detail: string;
-  /** @param detail the problem; @param path where. */
+  /** A problem `detail` at key path `path`. */
   constructor(detail: string, path: string) {
     super(`${detail}\nin \`${path}\``);
     this.name = "McpConfigError";

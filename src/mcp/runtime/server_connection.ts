@@ -93,7 +93,7 @@ export function formatDuration(ms: number): string {
 
 /** A timeout of `label` (`tools/call`, `tools/list`…), worded as Codex words it. */
 export class McpTimeoutError extends Error {
-  /** @param label what was awaited; @param ms after how long. */
+  /** `label` (what was awaited) took longer than `ms`. */
   constructor(label: string, ms: number) {
     super(`timed out awaiting ${label} after ${formatDuration(ms)}`);
     this.name = "McpTimeoutError";

@@ -42,7 +42,7 @@ export function toolCacheKey(config: McpServerConfig): string {
 export class ToolCache {
   readonly #dir: string;
 
-  /** @param dir the cache directory (created on first write). */
+  /** Snapshots in `dir` (created on first write). */
   constructor(dir: string) {
     this.#dir = dir;
   }
