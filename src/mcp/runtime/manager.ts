@@ -253,6 +253,9 @@ export class McpConnectionManager implements AsyncDisposable {
       }
     }).catch(() => {});
     entry.started = (async () => {
+      // The snapshot first: spawning is synchronous work that would hold
+      // the read (and so the cached tools) behind every server's start.
+      await cacheRead;
       const placement = resolvePlacement(config, this.#options);
       return await ServerConnection.open({
         config,
