@@ -738,6 +738,9 @@ async function bearerServer(token: string) {
   const seen: Headers[] = [];
   const http = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
     seen.push(req.headers);
+    // Stateless: no standalone SSE stream (one would outlive the test's
+    // graceful server shutdown, which waits for open responses).
+    if (req.method === "GET") return new Response(null, { status: 405 });
     if (req.headers.get("authorization") !== `Bearer ${token}`) {
       return new Response("unauthorized", {
         status: 401,
@@ -981,8 +984,10 @@ for (const kind of serverKinds()) {
   });
 }
 
+// Loaded before the tests: libcrypto (FFI) stays open for the process.
+await loadNoiseCrypto();
+
 Deno.test("mcp remote stdio: server-everything through the relay, end-to-end encrypted", async () => {
-  await loadNoiseCrypto();
   const relay = await startRelayServer({ port: 0, logger: nullLogger });
   const executorToken = await relay.store.createToken("executor", "env-mcp");
   const harnessToken = await relay.store.createToken("harness", "env-mcp");
