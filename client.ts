@@ -23,10 +23,33 @@ export {
   connectLazy,
   type ConnectOptions,
   ExecServerClient,
+  type ReconnectEvent,
   type ReconnectOptions,
   type SpawnOptions,
 } from "./src/client/client.ts";
-export { RemoteProcess, type RemoteProcessEvent, type RemoteStatus } from "./src/client/process.ts";
+export {
+  CallTimeoutError,
+  ClientClosedError,
+  ConnectionClosedError,
+  ConnectTimeoutError,
+  DisconnectedError,
+  InitializeTimeoutError,
+  RpcError,
+  SessionLostError,
+} from "./src/client/errors.ts";
+export {
+  type RendezvousBundle,
+  RendezvousError,
+  type RendezvousMinter,
+  type RendezvousProvider,
+  type RendezvousSource,
+} from "./src/client/rendezvous.ts";
+export {
+  ProcessDetachedError,
+  RemoteProcess,
+  type RemoteProcessEvent,
+  type RemoteStatus,
+} from "./src/client/process.ts";
 export {
   RemoteCommand,
   type RemoteCommandOptions,

@@ -328,3 +328,41 @@ Deno.test("cli --remote at a closed port names the URL and the cause", async () 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("cli: a blank --environment-id is refused wherever it is taken", async () => {
+  const token = await Deno.makeTempFile();
+  try {
+    await Deno.writeTextFile(token, "t");
+    for (
+      const args of [
+        [
+          "exec",
+          "--remote",
+          "http://127.0.0.1:9",
+          "--environment-id",
+          "  ",
+          "--token-file",
+          token,
+          "--",
+          "true",
+        ],
+        ["serve", "--remote", "http://127.0.0.1:9", "--environment-id", " "],
+        [
+          "forward",
+          "--remote",
+          "http://127.0.0.1:9",
+          "--environment-id",
+          "\t",
+          "--to",
+          "ws://127.0.0.1:9",
+        ],
+      ]
+    ) {
+      const out = await cli(args);
+      assertEquals(out.code, 2, `${args[0]}: ${out.stderr}`);
+      assertStringIncludes(out.stderr, "--environment-id is blank");
+    }
+  } finally {
+    await Deno.remove(token);
+  }
+});

@@ -470,3 +470,47 @@ Deno.test("http proxy: a pooled upstream connection the origin closed is retried
     await serving.catch(() => {});
   }
 });
+
+/** The fd of this process's TCP listener on `port` (from /proc). */
+function listenerFd(port: number): number {
+  const hex = port.toString(16).toUpperCase().padStart(4, "0");
+  const line = Deno.readTextFileSync("/proc/self/net/tcp").split("\n")
+    .find((l) => l.includes(`:${hex} `) && l.trim().split(/\s+/)[3] === "0A");
+  assert(line, `no listener on ${port}`);
+  const inode = line.trim().split(/\s+/)[9];
+  for (const e of Deno.readDirSync("/proc/self/fd")) {
+    try {
+      if (Deno.readLinkSync(`/proc/self/fd/${e.name}`) === `socket:[${inode}]`) {
+        return Number(e.name);
+      }
+    } catch { /* gone */ }
+  }
+  throw new Error(`no fd for inode ${inode}`);
+}
+
+Deno.test("proxy: a listener that dies is reported by wait(), not a debug line; accepting never spins", async () => {
+  const lib = Deno.dlopen("libc.so.6", { shutdown: { parameters: ["i32", "i32"], result: "i32" } });
+  try {
+    const proxy = await startProxy(config());
+    const port = proxy.addresses.http!.port;
+    let settled = false;
+    const waited = proxy.wait().finally(() => settled = true);
+    // Accept now fails for good (EINVAL) behind the proxy's back.
+    assertEquals(lib.symbols.shutdown(listenerFd(port), 2), 0);
+    const error = await waited.then(() => null, (e: Error) => e);
+    assert(error, "wait() resolved");
+    assertStringIncludes(
+      error.message,
+      `the HTTP proxy listener on 127.0.0.1:${port} died: Invalid argument`,
+    );
+    await proxy.shutdown();
+    // A healthy proxy's wait() resolves at shutdown.
+    const healthy = await startProxy(config());
+    const done = healthy.wait();
+    await healthy.shutdown();
+    await done;
+    assert(settled);
+  } finally {
+    lib.close();
+  }
+});

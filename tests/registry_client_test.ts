@@ -5,13 +5,21 @@
 import { nullLogger } from "../src/log/logger.ts";
 import { generateIdentity } from "../src/noise/hybrid_ik.ts";
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
+import { loadLibc } from "../src/util/libc.ts";
 import { RemoteExecutor } from "../src/relay/executor/executor.ts";
-import { registerExecutor, validateHarness } from "../src/relay/wire/registry_client.ts";
+import {
+  connectHarness,
+  registerExecutor,
+  RegistryError,
+  validateHarness,
+} from "../src/relay/wire/registry_client.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
-import { assertEquals, assertRejects } from "./helpers/assert.ts";
+import { assert, assertEquals, assertRejects } from "./helpers/assert.ts";
 
 await loadNoiseCrypto();
+// An ExecServer loads libc (FFI) on first use; it stays open for the process.
+loadLibc();
 
 function body(identity: ReturnType<typeof generateIdentity>) {
   return {
@@ -112,4 +120,27 @@ Deno.test("remote executor: a refused rendezvous URL makes it register again", a
     await server.close();
     await relay.close();
   }
+});
+
+Deno.test("registry client: a refusal keeps the registry's reason; a non-JSON error body is previewed, bounded", async () => {
+  const identity = generateIdentity();
+  await using forbidden = fakeRegistry(() =>
+    Response.json({ error: { code: "token_revoked", message: "the token was revoked at 09:00" } }, {
+      status: 403,
+    })
+  );
+  await assertRejects(
+    () => connectHarness({ url: forbidden.url, bearer: "t" }, "e", identity.publicKey),
+    RegistryError,
+    "environment registry rejected the connect credentials (HTTP 403) (token_revoked): the token was revoked at 09:00",
+  );
+  const page = `<html><body>${"Bad gateway. ".repeat(50_000)}</body></html>`;
+  await using broken = fakeRegistry(() => new Response(page, { status: 418 }));
+  const error = await assertRejects(
+    () => registerExecutor({ url: broken.url, bearer: "t" }, "e", identity.publicKey),
+    RegistryError,
+    "environment registry register failed with HTTP 418: <html><body>Bad gateway. Bad gateway.",
+  );
+  assert(error.message.length < 400, `${error.message.length} characters`);
+  assert(error.message.includes(" bytes)"), error.message);
 });

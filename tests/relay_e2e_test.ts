@@ -2,6 +2,7 @@
 // our executor and our client, everything through the encrypted path.
 
 import { connect } from "../src/client/client.ts";
+import { RendezvousError } from "../src/client/rendezvous.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { RemoteExecutor } from "../src/relay/executor/executor.ts";
 import { forwardingServer } from "../src/relay/executor/forward.ts";
@@ -449,5 +450,80 @@ Deno.test("relay e2e: a request's trace context rides in clear on its first fram
     assert(toExecutor.map(decodeRelayFrame).every((f) => f.traceparent === undefined));
   } finally {
     await traced.close();
+  }
+});
+
+Deno.test("relay e2e: caller-owned credentials — a bundle minted per connection by the caller, renewed across a reconnect", async () => {
+  const relay = await startRelayServer({ port: 0, logger: nullLogger });
+  const executorToken = await relay.store.createToken("executor", "env-own");
+  // The harness's tokens rotate: each connection uses the next one.
+  const tokens = [
+    await relay.store.createToken("harness", "env-own"),
+    await relay.store.createToken("harness", "env-own"),
+  ];
+  const server = new ExecServer({ logger: nullLogger });
+  const executor = await RemoteExecutor.start({
+    registry: { url: relay.url, bearer: executorToken },
+    environmentId: "env-own",
+    server,
+    logger: nullLogger,
+    backoff: { initialMs: 50, maxMs: 200 },
+  });
+  const minted: string[] = [];
+  const { connectHarness } = await import("../src/relay/wire/registry_client.ts");
+  try {
+    await executor.connected;
+    const client = await connect({
+      // The caller's own registry call, with whatever credentials it holds now.
+      rendezvous: async (harnessKey) => {
+        const token = tokens[Math.min(minted.length, tokens.length - 1)]!;
+        minted.push(token);
+        return await connectHarness({ url: relay.url, bearer: token }, "env-own", harnessKey);
+      },
+      reconnect: { initialDelayMs: 50, maxDelayMs: 200 },
+    });
+    assertEquals((await client.run("echo first")).stdout, "first\n");
+    assertEquals(minted, [tokens[0]]);
+    const session = client.sessionId;
+    executor.dropSocket();
+    // The next calls go through a new connection with a freshly minted bundle.
+    assert(
+      await eventually(async () => {
+        try {
+          return (await client.run("echo second")).stdout === "second\n";
+        } catch {
+          return false;
+        }
+      }),
+      "no reconnection",
+    );
+    assertEquals(minted.slice(0, 2), [tokens[0], tokens[1]]);
+    assertEquals(client.sessionId, session, "the session was resumed");
+    await client.close();
+
+    // A minted bundle is checked before anything is dialled.
+    await assertRejects(
+      async () => {
+        const c = await connect({
+          rendezvous: async (key) => ({
+            ...(await connectHarness({ url: relay.url, bearer: tokens[1]! }, "env-own", key)),
+            environmentId: "  ",
+          }),
+          reconnect: false,
+        });
+        await c.close();
+      },
+      RendezvousError,
+      "the environment id is blank",
+    );
+    await assertRejects(
+      () => connect({ rendezvous: { registryUrl: relay.url, environmentId: " ", token: "x" } }),
+      RendezvousError,
+      "the environment id is blank",
+    );
+  } finally {
+    await executor.close();
+    await server.close();
+    await relay.close();
   }
 });

@@ -7,7 +7,7 @@
 
 import { connect, type ConnectOptions, type ExecServerClient } from "../client/client.ts";
 import { createLogger, type LogLevel } from "../log/logger.ts";
-import { readSecretFile, UsageError } from "./common.ts";
+import { environmentIdFlag, readSecretFile, UsageError } from "./common.ts";
 import { resolve } from "node:path";
 import { inProcessTransport } from "../client/in_process.ts";
 import { ExecServer } from "../server/exec_server.ts";
@@ -74,8 +74,10 @@ export function connectOptions(values: {
     throw new UsageError("use one of --url, --stdio or --remote", 2);
   }
   if (values.remote !== undefined) {
-    const environmentId = values["environment-id"];
-    if (!environmentId) throw new UsageError("--remote needs --environment-id", 2);
+    const environmentId = environmentIdFlag(
+      values["environment-id"],
+      "--remote needs --environment-id",
+    );
     if (values["token-file"] === undefined) {
       throw new UsageError("--remote needs --token-file (a harness token)", 2);
     }

@@ -104,6 +104,17 @@ export function onTerminationSignal(onSignal: (signal: Deno.Signal) => void): ()
   };
 }
 
+/**
+ * `--environment-id`: trimmed, required, never blank (a registry would
+ * take `" "` as an id of its own).
+ */
+export function environmentIdFlag(value: string | undefined, missing: string): string {
+  if (value === undefined) throw new UsageError(missing, 2);
+  const id = value.trim();
+  if (id === "") throw new UsageError("--environment-id is blank", 2);
+  return id;
+}
+
 /** Prints a line to stdout (protocol-free commands only). */
 export async function printLine(line: string): Promise<void> {
   const writer = Deno.stdout.writable.getWriter();

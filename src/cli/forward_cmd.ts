@@ -11,6 +11,7 @@ import { createLogger, parseLogLevel } from "../log/logger.ts";
 import { RemoteExecutor } from "../relay/executor/executor.ts";
 import { forwardingServer } from "../relay/executor/forward.ts";
 import {
+  environmentIdFlag,
   onTerminationSignal,
   printUsage,
   readSecretFile,
@@ -71,7 +72,7 @@ export async function runForward(args: string[]): Promise<number> {
     return 0;
   }
   if (!v.remote) throw new UsageError("--remote URL is required", 2);
-  if (!v["environment-id"]) throw new UsageError("--environment-id is required", 2);
+  const environmentId = environmentIdFlag(v["environment-id"], "--environment-id is required");
   if (!v.to) throw new UsageError("--to WS_URL is required", 2);
   let target: URL;
   try {
@@ -90,12 +91,12 @@ export async function runForward(args: string[]): Promise<number> {
   try {
     const executor = await RemoteExecutor.start({
       registry: { url: v.remote, bearer },
-      environmentId: v["environment-id"],
+      environmentId,
       server: forwardingServer({ url: v.to, ...(token ? { token } : {}), logger }),
       logger,
     });
     logger.info("forward.registered", {
-      environment: v["environment-id"],
+      environment: environmentId,
       name: v.name ?? null,
       to: v.to,
       registration: executor.registration.executorRegistrationId,

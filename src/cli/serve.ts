@@ -18,6 +18,7 @@ import { sha256, type WebSocketAuth } from "../server/ws_auth.ts";
 import { VERSION } from "../version.ts";
 import {
   announce,
+  environmentIdFlag,
   onTerminationSignal,
   parseByteSize,
   parseDuration,
@@ -308,10 +309,7 @@ export function parseServeArgs(
       null,
     remote: v.remote === undefined ? null : {
       url: v.remote,
-      environmentId: v["environment-id"] ??
-        (() => {
-          throw new UsageError("--remote needs --environment-id", 2);
-        })(),
+      environmentId: environmentIdFlag(v["environment-id"], "--remote needs --environment-id"),
       name: v.name ?? null,
       bearerFromStdin: v["registration-bearer-stdin"] ?? false,
     },

@@ -8,13 +8,18 @@
  * - With `reconnect` (on by default for URLs and rendezvous), a dropped
  *   connection is re-established in the background — one attempt at a time,
  *   shared by every caller, with exponential backoff and jitter capped at
- *   30 s — and the session is resumed; every open process then catches up
- *   with `process/read` from the last `seq` it delivered, so nothing is lost
- *   or repeated. When the server no longer knows the session (it restarted,
- *   or the session expired), a fresh session replaces it: the lost session's
- *   processes fail with that reason and new calls go on. Calls whose delivery
- *   is unknown (in flight at the disconnect) fail; they are never re-sent
- *   silently.
+ *   30 s, a few attempts (`maxAttempts`, default 8) — and the session is
+ *   resumed; every open process then catches up with `process/read` from the
+ *   last `seq` it delivered, so nothing is lost or repeated. The client never
+ *   dies of an outage: a call made while disconnected makes one attempt of
+ *   its own (or joins the one in flight), bounded by the connect and
+ *   initialize timeouts, and fails at once with `DisconnectedError` if it
+ *   fails — it never waits out a backoff. When the server no longer knows the
+ *   session (it restarted, or the session expired), a fresh session replaces
+ *   it: the lost session's processes fail with `SessionLostError`, new calls
+ *   go on, and `onReconnect` says which happened. Calls whose delivery is
+ *   unknown (in flight at the disconnect) fail with `DisconnectedError`; they
+ *   are never re-sent silently. Only `close()` ends a client for good.
  *
  * @module
  */
@@ -23,7 +28,15 @@ import type { MethodParams, MethodResult } from "../protocol/method_map.ts";
 import type { MethodName } from "../protocol/methods.ts";
 import type { TraceContext } from "../jsonrpc/message.ts";
 import { ConnectionClosedError, JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
-import { RpcPeer } from "../jsonrpc/peer.ts";
+import { type CallOptions, RpcPeer } from "../jsonrpc/peer.ts";
+import { redactUrl } from "../websocket/handshake.ts";
+import {
+  ClientClosedError,
+  ConnectTimeoutError,
+  DisconnectedError,
+  InitializeTimeoutError,
+  SessionLostError,
+} from "./errors.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import {
   ClientNotification,
@@ -44,13 +57,14 @@ import type {
   ProcessClosedNotification,
   ProcessExitedNotification,
   ProcessOutputNotification,
+  ProcessReadResult,
   ProcessStartParams,
 } from "../protocol/types.ts";
 import { delay } from "../util/async.ts";
 import { RemoteCommand, type RemoteCommandOptions } from "./command.ts";
 import type { SpawnOptions } from "./spawn_options.ts";
 import { BodyStreams, remoteFetch } from "./fetch.ts";
-import { type RendezvousProvider, rendezvousTransport } from "./rendezvous.ts";
+import { rendezvousLabel, type RendezvousSource, rendezvousTransport } from "./rendezvous.ts";
 import { RemoteFs } from "./fs.ts";
 import { chunkEvent, RemoteProcess, type RemoteProcessOptions } from "./process.ts";
 import {
@@ -63,12 +77,28 @@ import {
 
 /** Reconnection behaviour. */
 export interface ReconnectOptions {
-  /** First delay before retrying. Default 250 ms. */
+  /** First delay before retrying in the background. Default 250 ms. */
   readonly initialDelayMs?: number;
   /** Largest delay. Default 30 000 ms. */
   readonly maxDelayMs?: number;
-  /** Give up after this many failed attempts. Default: never. */
+  /**
+   * Background attempts after a disconnect (default 8, about a minute).
+   * After them the client waits: the next call tries again. It never
+   * closes for good because of an outage.
+   */
   readonly maxAttempts?: number;
+}
+
+/** How a reconnection went on (see {@linkcode ConnectOptions.onReconnect}). */
+export interface ReconnectEvent {
+  /** `resumed`: the same session, its processes kept; `fresh`: a new session. */
+  readonly kind: "resumed" | "fresh";
+  /** The session now. */
+  readonly sessionId: string;
+  /** The session before (`fresh`: the one that was lost). */
+  readonly previousSessionId: string | null;
+  /** Why the session was not resumed (`fresh`). */
+  readonly reason?: string;
 }
 
 /** How to reach the server and behave. */
@@ -84,10 +114,13 @@ export interface ConnectOptions {
   /** Or bring a transport (tests, relays). Called for every (re)connection. */
   readonly transport?: () => Promise<OpenedTransport>;
   /**
-   * Or reach the environment end-to-end encrypted through a registry and
-   * rendezvous relay (a fresh bundle and stream per connection).
+   * Or reach the environment end-to-end encrypted through a rendezvous
+   * relay, with a fresh single-use bundle per physical connection: from the
+   * built-in registry client (`{registryUrl, environmentId, token}`), from a
+   * function that mints one per attempt (the caller owns the credentials and
+   * renews them), or one bundle the caller fetched (one connection only).
    */
-  readonly rendezvous?: RendezvousProvider;
+  readonly rendezvous?: RendezvousSource;
   /** Sent as `clientName`. Default `exec-server-client`. */
   readonly clientName?: string;
   /** Connect timeout. Default 10 000 ms. */
@@ -96,10 +129,13 @@ export interface ConnectOptions {
   readonly initializeTimeoutMs?: number;
   /**
    * Reconnect and resume after a dropped connection (WebSocket, rendezvous
-   * and custom transports). Default: on for `url` and `rendezvous`, giving up
-   * after 8 attempts (about a minute).
+   * and custom transports). Default: on for `url` and `rendezvous`, with 8
+   * background attempts (about a minute); after them the next call tries
+   * again. `false`: a dropped connection closes the client for good.
    */
   readonly reconnect?: boolean | ReconnectOptions;
+  /** Told after every reconnection whether the session was resumed or replaced. */
+  readonly onReconnect?: (event: ReconnectEvent) => void;
   /**
    * Resume this session (from another client or an earlier run) at the
    * first connection; an unknown id fails `connect`.
@@ -139,14 +175,36 @@ const DEFAULT_POLICY: EnvPolicy = {
   includeOnly: [],
 };
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+/**
+ * `promise` or, after `ms`, `onTimeout()`'s error; a value arriving late is
+ * handed to `dispose`.
+ */
+function withTimeout<T>(
+  promise: Promise<T>,
+  ms: number,
+  onTimeout: () => Error,
+  dispose?: (late: T) => void,
+): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let timedOut = false;
+  if (dispose) promise.then((value) => timedOut && dispose(value), () => {});
   return Promise.race([
     promise,
     new Promise<T>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+      timer = setTimeout(() => {
+        timedOut = true;
+        reject(onTimeout());
+      }, ms);
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+/** What a transport is called in errors before it is open. */
+function targetLabel(options: ConnectOptions): string {
+  if (options.command) return [options.command.program, ...(options.command.args ?? [])].join(" ");
+  if (options.url !== undefined) return redactUrl(options.url);
+  if (options.rendezvous) return `relay ${rendezvousLabel(options.rendezvous) ?? "environment"}`;
+  return "the exec-server";
 }
 
 /** A connection (possibly re-established) to one exec-server session. */
@@ -162,11 +220,28 @@ export class ExecServerClient implements AsyncDisposable {
   #info: EnvironmentInfo | null = null;
   #processes = new Map<string, RemoteProcess>();
   #bodies = new BodyStreams();
+  /** Body flow requests: best effort (a body that already ended answers `active: false`). */
+  #bodyFlow = {
+    pause: (requestId: string) =>
+      void this.request(Method.HttpPauseBody, { requestId }).catch(() => {}),
+    resume: (requestId: string) =>
+      void this.request(Method.HttpResumeBody, { requestId }).catch(() => {}),
+    cancel: (requestId: string) =>
+      void this.request(Method.HttpCancelBody, { requestId }).catch(() => {}),
+  };
   #closeReason: string | null = null;
   #closing = false;
-  #connecting: Promise<void> | null = null;
+  /** The connection attempt in flight (calls join it). */
+  #attempt: Promise<void> | null = null;
+  /** Ever connected: later failures are outages, not a failed `connect`. */
+  #everConnected = false;
+  /** Why the last connection or attempt failed (for errors during an outage). */
+  #lastFailure = "not connected";
+  #retrying = false;
   #processCounter = 0;
   #closed = Promise.withResolvers<string>();
+  /** Aborted at close: ends background waits. */
+  #stop = new AbortController();
 
   /** Use {@linkcode connect} or {@linkcode connectLazy}. */
   constructor(options: ConnectOptions) {
@@ -220,18 +295,80 @@ export class ExecServerClient implements AsyncDisposable {
     return this.#closed.promise;
   }
 
-  /** Connects (if not connected) and completes the handshake. */
+  /**
+   * Connects (if not connected) and completes the handshake. After an
+   * outage this makes one attempt (or joins the one in flight), bounded by
+   * the connect and initialize timeouts, and rejects with
+   * {@linkcode DisconnectedError} when it fails — it never waits out a
+   * backoff.
+   */
   ensureConnected(): Promise<void> {
     if (this.#closeReason !== null) {
-      return Promise.reject(new ConnectionClosedError(this.#closeReason));
+      return Promise.reject(new ClientClosedError(this.#closeReason));
     }
     if (this.#peer && this.#peer.closeInfo === null) return Promise.resolve();
-    this.#connecting ??= this.#connectLoop().finally(() => (this.#connecting = null));
-    return this.#connecting;
+    const attempt = this.#attempt ??= this.#connect().finally(() => (this.#attempt = null));
+    if (!this.#everConnected) return attempt;
+    return attempt.catch((error) => {
+      if (error instanceof ClientClosedError) throw error;
+      throw new DisconnectedError(
+        `disconnected from ${targetLabel(this.#options)}: ${(error as Error).message}`,
+        { cause: error },
+      );
+    });
+  }
+
+  /** One attempt: open, handshake (resuming the session when there is one), catch up. */
+  async #connect(): Promise<void> {
+    const previous = this.#sessionId;
+    const resuming = previous !== null;
+    try {
+      try {
+        await this.#connectOnce();
+      } catch (error) {
+        // An explicit `resumeSessionId` must be found at the first connection.
+        if (!resuming || !this.#everConnected || !isUnknownSession(error) || this.#closing) {
+          throw error;
+        }
+        const lost = new SessionLostError(previous!, (error as Error).message);
+        this.#replaceSession(lost);
+        await this.#connectOnce();
+        this.#reconnected({
+          kind: "fresh",
+          sessionId: this.#sessionId!,
+          previousSessionId: previous,
+          reason: lost.message,
+        });
+        return;
+      }
+      if (this.#closing) throw new ClientClosedError(this.#closeReason ?? "client closed");
+      if (resuming && this.#everConnected) {
+        await this.#catchUpAll();
+        this.#reconnected({
+          kind: "resumed",
+          sessionId: this.#sessionId!,
+          previousSessionId: previous,
+        });
+      }
+      this.#everConnected = true;
+    } catch (error) {
+      this.#lastFailure = (error as Error).message;
+      throw error;
+    }
+  }
+
+  #reconnected(event: ReconnectEvent): void {
+    this.#logger.info("client.reconnected", { ...event });
+    try {
+      this.#options.onReconnect?.(event);
+    } catch (error) {
+      this.#logger.warn("client.on_reconnect_failed", { error: (error as Error).message });
+    }
   }
 
   async #connectOnce(): Promise<void> {
     const options = this.#options;
+    const connectMs = options.connectTimeoutMs ?? 10_000;
     const open = options.transport ??
       (options.command
         ? () =>
@@ -246,9 +383,19 @@ export class ExecServerClient implements AsyncDisposable {
             url: options.url!,
             ...(options.token !== undefined ? { token: options.token } : {}),
             ...(options.headers ? { headers: options.headers } : {}),
-            timeoutMs: options.connectTimeoutMs ?? 10_000,
+            // Ours decides; the dialer's own deadline is a backstop.
+            timeoutMs: connectMs + 1000,
           }));
-    const transport = await withTimeout(open(), options.connectTimeoutMs ?? 10_000, "connect");
+    const transport = await withTimeout(
+      open(),
+      connectMs,
+      () => new ConnectTimeoutError(targetLabel(options), connectMs),
+      (late) => void late.close().catch(() => {}),
+    );
+    if (this.#closing) {
+      await transport.close();
+      throw new ClientClosedError(this.#closeReason ?? "client closed");
+    }
     const peer = new RpcPeer(transport.connection, {
       onNotification: (method, params) => this.#onNotification(method, params),
       onRequest: (method, params) => this.#onServerRequest(method, params),
@@ -262,10 +409,11 @@ export class ExecServerClient implements AsyncDisposable {
       };
       if (this.#sessionId) params.resumeSessionId = this.#sessionId;
       if (options.maxMessageBytes !== undefined) params.maxMessageBytes = options.maxMessageBytes;
+      const initializeMs = options.initializeTimeoutMs ?? 10_000;
       const result = await withTimeout(
         peer.request<MethodResult<typeof Method.Initialize>>(Method.Initialize, params),
-        options.initializeTimeoutMs ?? 10_000,
-        `initialize with ${transport.label}`,
+        initializeMs,
+        () => new InitializeTimeoutError(transport.label, initializeMs),
       );
       if (
         !result || typeof result.sessionId !== "string" ||
@@ -293,56 +441,57 @@ export class ExecServerClient implements AsyncDisposable {
     peer.closed.then((info) => this.#onDisconnect(peer, info.reason));
   }
 
-  async #connectLoop(): Promise<void> {
+  /** Background attempts with backoff after a disconnect; calls do not wait for them. */
+  async #retryInBackground(): Promise<void> {
+    if (this.#retrying) return;
+    this.#retrying = true;
     const reconnect = this.#options.reconnect;
     const policy: ReconnectOptions = typeof reconnect === "object" ? reconnect : {};
-    // The first connection resuming a given session must find it.
-    const explicit = this.#peer === null && this.#info === null;
-    let resuming = this.#sessionId !== null;
-    for (let attempt = 0;; attempt++) {
-      try {
-        await this.#connectOnce();
-        if (resuming) await this.#catchUpAll();
-        return;
-      } catch (error) {
-        if (resuming && !explicit && reconnect && isUnknownSession(error) && !this.#closing) {
-          this.#replaceSession(`session ${this.#sessionId} was lost: ${(error as Error).message}`);
-          resuming = false;
-          attempt = -1;
-          continue;
+    const attempts = policy.maxAttempts ?? DEFAULT_RECONNECT_ATTEMPTS;
+    try {
+      for (let attempt = 0; attempt < attempts; attempt++) {
+        if (this.#closing || (this.#peer && this.#peer.closeInfo === null)) return;
+        try {
+          await this.ensureConnected();
+          return;
+        } catch (error) {
+          if (error instanceof ClientClosedError) return;
+          const base = Math.min(
+            policy.maxDelayMs ?? 30_000,
+            (policy.initialDelayMs ?? 250) * 2 ** attempt,
+          );
+          const wait = base * (0.5 + Math.random());
+          this.#logger.info("client.reconnect_retry", {
+            attempt: attempt + 1,
+            delayMs: Math.round(wait),
+            error: (error as Error).message,
+          });
+          await delay(wait, this.#stop.signal).catch(() => {});
         }
-        const fatal = !resuming || !reconnect ||
-          (error instanceof RpcError && (error.code === -32600 || error.code === -32010)) ||
-          attempt + 1 >= (policy.maxAttempts ?? Infinity) || this.#closing;
-        if (fatal) {
-          if (resuming) this.#fail(`reconnect failed: ${(error as Error).message}`);
-          throw error;
-        }
-        const base = Math.min(
-          policy.maxDelayMs ?? 30_000,
-          (policy.initialDelayMs ?? 250) * 2 ** attempt,
-        );
-        const wait = base * (0.5 + Math.random());
-        this.#logger.info("client.reconnect_retry", {
-          attempt: attempt + 1,
-          delayMs: Math.round(wait),
-          error: (error as Error).message,
-        });
-        await delay(wait);
       }
+      this.#logger.warn("client.reconnect_paused", {
+        attempts,
+        error: this.#lastFailure,
+        note: "the next call tries again",
+      });
+    } finally {
+      this.#retrying = false;
     }
   }
 
   /**
-   * The server no longer knows our session: its processes are gone with it.
-   * They fail with `reason`; the next connection starts a fresh session.
+   * The server no longer knows our session: its processes are gone with it
+   * and fail with `lost`; the next connection starts a fresh session.
    */
-  #replaceSession(reason: string): void {
-    this.#logger.warn("client.session_replaced", { sessionId: this.#sessionId, reason });
+  #replaceSession(lost: SessionLostError): void {
+    this.#logger.warn("client.session_replaced", {
+      sessionId: this.#sessionId,
+      reason: lost.message,
+    });
     this.#sessionId = null;
-    for (const p of [...this.#processes.values()]) p.fail(reason);
+    for (const p of [...this.#processes.values()]) p.fail(lost.message, lost);
     this.#processes.clear();
-    this.#bodies.failAll(reason);
+    this.#bodies.failAll(lost.message);
   }
 
   async #catchUpAll(): Promise<void> {
@@ -356,20 +505,21 @@ export class ExecServerClient implements AsyncDisposable {
     this.#transport = null;
     transport?.close().catch(() => {});
     if (this.#closing) return;
+    this.#lastFailure = `connection lost: ${reason}`;
     this.#bodies.failAll(`connection lost: ${reason}`);
-    const canReconnect = this.#options.reconnect && !this.#options.command &&
-      this.#sessionId !== null;
+    const canReconnect = this.#options.reconnect && this.#sessionId !== null;
     if (!canReconnect) {
       this.#fail(reason);
       return;
     }
     this.#logger.warn("client.disconnected", { reason });
-    this.ensureConnected().catch(() => {});
+    void this.#retryInBackground();
   }
 
   #fail(reason: string): void {
     if (this.#closeReason !== null) return;
     this.#closeReason = reason;
+    this.#stop.abort();
     for (const p of [...this.#processes.values()]) p.fail(reason);
     this.#processes.clear();
     this.#bodies.failAll(reason);
@@ -435,11 +585,40 @@ export class ExecServerClient implements AsyncDisposable {
    * Calls a method by name with untyped params (extensions, or a method
    * this client version has no types for); see {@linkcode request}.
    */
-  async call(method: string, params?: unknown): Promise<unknown> {
+  async call(method: string, params?: unknown, options: CallOptions = {}): Promise<unknown> {
+    try {
+      return await this.#call(method, params, options);
+    } catch (error) {
+      // A read during an outage answers like the reference's client: the
+      // stream is over for this connection (`closed`), and why (`failure`).
+      if (method === Method.ProcessRead && error instanceof DisconnectedError) {
+        return disconnectedRead(params, error.message);
+      }
+      throw error;
+    }
+  }
+
+  /** {@linkcode call} without the synthesised read (the client's own catch-up must see the outage). */
+  async #call(method: string, params?: unknown, options: CallOptions = {}): Promise<unknown> {
     await this.ensureConnected();
     const peer = this.#peer;
-    if (!peer) throw new ConnectionClosedError(this.#closeReason ?? "not connected");
-    return await peer.request(method, params);
+    if (!peer) throw new DisconnectedError(this.#lastFailure);
+    try {
+      return await peer.request(method, params, options);
+    } catch (error) {
+      if (error instanceof ConnectionClosedError && !(error instanceof DisconnectedError)) {
+        if (this.#closing) throw new ClientClosedError(this.#closeReason ?? error.message);
+        // Without reconnection the client is closed for good, with this reason.
+        if (!this.#options.reconnect) throw new ClientClosedError(error.message, { cause: error });
+        throw new DisconnectedError(
+          `connection to ${
+            targetLabel(this.#options)
+          } lost before ${method} was answered: ${error.message}`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
   }
 
   /**
@@ -477,7 +656,7 @@ export class ExecServerClient implements AsyncDisposable {
       ...(options.bufferBytes ? { bufferBytes: options.bufferBytes } : {}),
     };
     const process = new RemoteProcess(processId, {
-      request: (m, p) => this.request(m, p),
+      request: (m, p) => this.#call(m, p) as never,
       supports: (c) => this.supports(c),
       release: (id) => {
         if (this.#processes.get(id) === process) this.#processes.delete(id);
@@ -578,12 +757,12 @@ export class ExecServerClient implements AsyncDisposable {
    * `fetch` from inside the environment (`http/request`): the body streams
    * from `http/request/bodyDelta` notifications.
    */
-  fetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-    return remoteFetch(
-      {
-        request: (m, p) => this.request(m, p),
-        bodies: this.#bodies,
-      },
+  async fetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+    // Connected first: whether bodies can be held per body depends on the server.
+    await this.ensureConnected();
+    const flow = this.supports("httpBodyFlowControl") ? this.#bodyFlow : null;
+    return await remoteFetch(
+      { request: (m, p) => this.request(m, p), bodies: this.#bodies, flow },
       input,
       init,
     );
@@ -599,13 +778,27 @@ export class ExecServerClient implements AsyncDisposable {
     this.#fail("client closed");
     peer?.close("client closed");
     await transport?.close();
-    await this.#connecting?.catch(() => {});
+    await this.#attempt?.catch(() => {});
   }
 
   /** Same as {@linkcode close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/** The answer to `process/read` while disconnected. */
+function disconnectedRead(params: unknown, reason: string): ProcessReadResult {
+  const after = (params as { afterSeq?: unknown } | undefined)?.afterSeq;
+  return {
+    chunks: [],
+    nextSeq: typeof after === "number" ? after + 1 : 1,
+    exited: false,
+    exitCode: null,
+    closed: true,
+    failure: reason,
+    sandboxDenied: false,
+  };
 }
 
 /** Attempts of the default reconnect policy (backoff 250 ms · 2^n, ≤ 30 s: about a minute). */

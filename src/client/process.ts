@@ -141,6 +141,18 @@ class Feed<T> {
   }
 }
 
+/** `status` of a process this client let go of (see {@linkcode RemoteProcess.detach}). */
+export class ProcessDetachedError extends Error {
+  /** The process. */
+  readonly processId: string;
+  /** `processId` was detached. */
+  constructor(processId: string) {
+    super(`process ${processId} was detached; attach to it to follow it again`);
+    this.name = "ProcessDetachedError";
+    this.processId = processId;
+  }
+}
+
 /** How a process's output flows (see the module documentation). */
 type Flow = "open" | "paused" | "dropping";
 
@@ -291,6 +303,24 @@ export class RemoteProcess implements AsyncDisposable {
     const [stdout, stderr] = await Promise.all([collect(this.#stdout), collect(this.#stderr)]);
     const status = await this.status;
     return { ...status, stdout, stderr };
+  }
+
+  /**
+   * Lets go of the process without stopping it: this object's streams end,
+   * `status` rejects with {@linkcode ProcessDetachedError}, and the process
+   * keeps running on the server with its output retained, for
+   * `client.attach(processId)` — from this client, or from another that
+   * resumes the session (`connect({ resumeSessionId })`).
+   */
+  detach(): void {
+    if (this.#finished) return;
+    if (this.#flow === "paused") {
+      // Held output is the server's to keep for the next reader.
+      this.#link.request("process/resumeOutput", { processId: this.processId }).catch(() => {});
+    }
+    if (!this.#exited) this.#rejectStatus(new ProcessDetachedError(this.processId));
+    this.#exited ??= { success: false, code: -1, signal: null };
+    this.#finish();
   }
 
   /** Terminates the process if it is still running. */
@@ -449,10 +479,10 @@ export class RemoteProcess implements AsyncDisposable {
    * The connection is gone for good: readers see the streams end, `status`
    * rejects with the reason, and `events` gets a `failed` event.
    */
-  fail(reason: string): void {
+  fail(reason: string, error: Error = new ConnectionClosedError(reason)): void {
     if (this.#finished) return;
     this.#events?.push({ kind: "failed", reason });
-    if (!this.#exited) this.#rejectStatus(new ConnectionClosedError(reason));
+    if (!this.#exited) this.#rejectStatus(error);
     this.#exited ??= { success: false, code: -1, signal: null };
     this.#finish();
   }

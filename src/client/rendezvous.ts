@@ -15,10 +15,13 @@ import type { WebSocketChannel } from "../websocket/channel.ts";
 import {
   AUTH_REJECTED_PAYLOAD,
   buildPrologue,
+  decodePublicKey,
   generateIdentity,
   initiatorHandshake,
   type NoiseIdentity,
+  type NoisePublicKey,
 } from "../noise/hybrid_ik.ts";
+import type { RemoteKey } from "../noise/handshake.ts";
 import { RecordCipher } from "../noise/transport.ts";
 import { loadNoiseCrypto } from "../noise/primitives.ts";
 import {
@@ -32,16 +35,79 @@ import { RELAY_WEBSOCKET_MAX } from "../relay/wire/frame.ts";
 import { type ConnectBundle, connectHarness } from "../relay/wire/registry_client.ts";
 import { harnessInboundLimit, secureConnection } from "../relay/wire/secure_connection.ts";
 
-/** Where an environment is reached through a relay. */
+/** Where an environment is reached through a relay, asking the built-in registry client. */
 export interface RendezvousProvider {
   /** Registry base URL. */
   readonly registryUrl: string;
-  /** The environment. */
+  /** The environment (trimmed; blank is refused). */
   readonly environmentId: string;
   /** Harness API token (bearer). */
   readonly token: string;
   /** `chatgpt-account-id`, when needed. */
   readonly accountId?: string;
+}
+
+/**
+ * A single-use connect bundle the caller obtained itself (its own registry
+ * call, its own credentials), for exactly one physical connection and the
+ * harness key it was minted for.
+ */
+export interface RendezvousBundle {
+  /** The rendezvous WebSocket URL for this connection. */
+  readonly url: string;
+  /** The environment. */
+  readonly environmentId: string;
+  /** The executor's current registration id. */
+  readonly executorRegistrationId: string;
+  /** The executor's pinned key: raw, or as the registry sends it (`x25519_public_key`…). */
+  readonly executorPublicKey: RemoteKey | NoisePublicKey;
+  /** The single-use authorization for the harness key. */
+  readonly harnessKeyAuthorization: string;
+}
+
+/**
+ * Mints a fresh bundle for one connection attempt, for the harness key
+ * given (the registry binds the authorization to it). Called once per
+ * physical connection, so credentials that expire are renewed by the caller.
+ */
+export type RendezvousMinter = (harnessPublicKey: NoisePublicKey) => Promise<RendezvousBundle>;
+
+/** How each physical connection through a relay gets its credentials. */
+export type RendezvousSource = RendezvousProvider | RendezvousMinter;
+
+/** A trimmed environment id; blank ones are refused. */
+export function checkEnvironmentId(id: string): string {
+  const trimmed = id.trim();
+  if (trimmed === "") throw new RendezvousError("the environment id is blank");
+  return trimmed;
+}
+
+function isProvider(source: RendezvousSource): source is RendezvousProvider {
+  return typeof source === "object";
+}
+
+/** The environment a source names, for messages (null: known only per attempt). */
+export function rendezvousLabel(source: RendezvousSource): string | null {
+  return isProvider(source) ? source.environmentId.trim() : null;
+}
+
+function bundleOf(b: RendezvousBundle): ConnectBundle {
+  const key = b.executorPublicKey;
+  const nonBlank = (v: unknown) => typeof v === "string" && v.trim() !== "";
+  if (
+    !nonBlank(b.url) || !nonBlank(b.executorRegistrationId) || !nonBlank(b.harnessKeyAuthorization)
+  ) {
+    throw new RendezvousError(
+      "a rendezvous bundle needs url, executorRegistrationId and harnessKeyAuthorization",
+    );
+  }
+  return {
+    url: b.url,
+    environmentId: checkEnvironmentId(b.environmentId),
+    executorRegistrationId: b.executorRegistrationId,
+    executorPublicKey: "dh" in key ? key : decodePublicKey(key),
+    harnessKeyAuthorization: b.harnessKeyAuthorization,
+  };
 }
 
 /** The relay path failed (before or during the handshake). */
@@ -98,26 +164,38 @@ async function awaitMsg2(
  * connection through the relay (the identity is kept across calls).
  */
 export function rendezvousTransport(
-  provider: RendezvousProvider,
+  source: RendezvousSource,
   options: { identity?: NoiseIdentity } = {},
 ): () => Promise<OpenedTransport> {
   let identity = options.identity ?? null;
-  const endpoint = {
-    url: provider.registryUrl,
-    bearer: provider.token,
-    ...(provider.accountId ? { accountId: provider.accountId } : {}),
-  };
+  let mint: RendezvousMinter;
+  if (isProvider(source)) {
+    const environmentId = checkEnvironmentId(source.environmentId);
+    const endpoint = {
+      url: source.registryUrl,
+      bearer: source.token,
+      ...(source.accountId ? { accountId: source.accountId } : {}),
+    };
+    mint = async (key) => {
+      const b = await connectHarness(endpoint, environmentId, key);
+      return { ...b, executorPublicKey: b.executorPublicKey };
+    };
+  } else {
+    mint = source;
+  }
+  const next = async (key: NoisePublicKey): Promise<ConnectBundle> => bundleOf(await mint(key));
   return async () => {
     await loadNoiseCrypto();
-    // One identity for every connection of this provider.
+    // One identity for every connection of this source.
     identity ??= generateIdentity();
-    let bundle = await connectHarness(endpoint, provider.environmentId, identity.publicKey);
+    let bundle = await next(identity.publicKey);
     let channel: WebSocketChannel;
     try {
       channel = await open(bundle);
     } catch (error) {
+      // A stale URL signature: one more bundle, when the source can mint one.
       if (!(error instanceof WebSocketHandshakeError) || error.status !== 401) throw error;
-      bundle = await connectHarness(endpoint, provider.environmentId, identity.publicKey);
+      bundle = await next(identity.publicKey);
       channel = await open(bundle);
     }
     const streamId = crypto.randomUUID();

@@ -82,6 +82,6 @@ export function serveHttp1(
   return {
     addr: listener.addr as Deno.NetAddr,
     close: () => loop.close(),
-    finished: loop.accepting,
+    finished: loop.accepting.then(() => {}),
   };
 }

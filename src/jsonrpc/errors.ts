@@ -59,3 +59,22 @@ export class ConnectionClosedError extends Error {
     this.name = "ConnectionClosedError";
   }
 }
+
+/**
+ * A call got no answer within its deadline (the peer gave up waiting; a
+ * late answer is dropped). Not an error the server sent: branch on the
+ * class, not on `-32603`.
+ */
+export class CallTimeoutError extends Error {
+  /** The method called. */
+  readonly method: string;
+  /** The deadline. */
+  readonly timeoutMs: number;
+  /** `method` got no answer within `timeoutMs`. */
+  constructor(method: string, timeoutMs: number) {
+    super(`${method} timed out after ${timeoutMs} ms`);
+    this.name = "CallTimeoutError";
+    this.method = method;
+    this.timeoutMs = timeoutMs;
+  }
+}

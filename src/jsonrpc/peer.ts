@@ -19,7 +19,7 @@
  */
 
 import type { CloseInfo, Connection, MessageSource } from "./connection.ts";
-import { ConnectionClosedError, JsonRpcCode, RpcError } from "./errors.ts";
+import { CallTimeoutError, ConnectionClosedError, JsonRpcCode, RpcError } from "./errors.ts";
 import {
   type IncomingMessage,
   isFailure,
@@ -260,12 +260,7 @@ export class RpcPeer {
       timer = setTimeout(() => {
         cleanup();
         this.#abandoned(id);
-        reject(
-          new RpcError(
-            JsonRpcCode.InternalError,
-            `${method} timed out after ${options.timeoutMs} ms`,
-          ),
-        );
+        reject(new CallTimeoutError(method, options.timeoutMs!));
       }, options.timeoutMs);
     }
     this.#pending.set(id, {

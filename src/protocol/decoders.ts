@@ -52,6 +52,7 @@ import type {
   FsWalkOptions,
   FsWalkParams,
   FsWatchMissingParams,
+  HttpBodyFlowParams,
   HttpHeaderParam,
   HttpRequestParams,
   InitializeParams,
@@ -480,6 +481,11 @@ export const processSignalParams = struct<ProcessSignalParams>("SignalParams", {
 export const processTerminateParams = struct<ProcessTerminateParams>("TerminateParams", {
   processId: string,
   graceMs: optional(u64),
+});
+
+/** `http/request/pauseBody`, `resumeBody` and `cancelBody`. */
+export const httpBodyFlowParams = struct<HttpBodyFlowParams>("HttpBodyFlowParams", {
+  requestId: string,
 });
 
 /** `process/pauseOutput` and `process/resumeOutput`. */

@@ -39,6 +39,8 @@ import type {
   FsWatchMissingResult,
   FsWriteBlockParams,
   FsWriteFileParams,
+  HttpBodyFlowParams,
+  HttpBodyFlowResult,
   HttpRequestParams,
   HttpResponseResult,
   InitializeParams,
@@ -133,6 +135,12 @@ export interface MethodMap {
   [Method.FsWatchMissing]: Shape<FsWatchMissingParams, FsWatchMissingResult>;
   /** `http/request`. */
   [Method.HttpRequest]: Shape<HttpRequestParams, HttpResponseResult>;
+  /** `http/request/pauseBody` (extension). */
+  [Method.HttpPauseBody]: Shape<HttpBodyFlowParams, HttpBodyFlowResult>;
+  /** `http/request/resumeBody` (extension). */
+  [Method.HttpResumeBody]: Shape<HttpBodyFlowParams, HttpBodyFlowResult>;
+  /** `http/request/cancelBody` (extension). */
+  [Method.HttpCancelBody]: Shape<HttpBodyFlowParams, HttpBodyFlowResult>;
 }
 
 /** The params of method `M`. */

@@ -36,6 +36,9 @@ export const Method = {
   FsWalk: "fs/walk",
   FsWatchMissing: "fs/watchMissing",
   HttpRequest: "http/request",
+  HttpPauseBody: "http/request/pauseBody",
+  HttpResumeBody: "http/request/resumeBody",
+  HttpCancelBody: "http/request/cancelBody",
 } as const;
 
 /** Client → server notifications. */
@@ -89,6 +92,9 @@ export const CONTROL_METHODS: ReadonlySet<string> = new Set([
   Method.ProcessPauseOutput,
   Method.ProcessResumeOutput,
   Method.FsClose,
+  Method.HttpPauseBody,
+  Method.HttpResumeBody,
+  Method.HttpCancelBody,
 ]);
 
 /**

@@ -101,6 +101,12 @@ export interface Capabilities {
   /** Extension: buffered `http/request` bodies are capped with a clear error. */
   httpBodyLimit: boolean;
   /**
+   * Extension: `http/request/pauseBody` / `resumeBody` / `cancelBody` hold
+   * or stop one streamed response body (its upstream is read no further)
+   * while the connection keeps flowing for everything else.
+   */
+  httpBodyFlowControl?: boolean;
+  /**
    * Extension: writes respect what is on disk (devices and hard-linked or
    * attributed files are written in place, FIFOs refused), and a replace
    * handle whose write failed is never committed.
@@ -538,6 +544,21 @@ export interface ProcessTerminateParams {
 export interface ProcessTerminateResult {
   /** The process was running (and is now being killed). */
   running: boolean;
+}
+
+/**
+ * Params of `http/request/pauseBody`, `http/request/resumeBody` and
+ * `http/request/cancelBody` (extension): one streamed response body.
+ */
+export interface HttpBodyFlowParams {
+  /** The `requestId` of the streamed `http/request`. */
+  requestId: string;
+}
+
+/** Result of the body flow methods. */
+export interface HttpBodyFlowResult {
+  /** The stream was still active (false: it had already ended). */
+  active: boolean;
 }
 
 /** Params of `process/pauseOutput` and `process/resumeOutput` (extension). */

@@ -55,6 +55,7 @@ export class NetworkProxy implements AsyncDisposable {
   readonly #mitmClose: (() => Promise<void>) | null;
   readonly #pool: UpstreamPool | undefined;
   #closing: Promise<void> | null = null;
+  readonly #failed = Promise.withResolvers<void>();
 
   private constructor(
     state: NetworkProxyState,
@@ -72,18 +73,49 @@ export class NetworkProxy implements AsyncDisposable {
       http: (listeners.http?.addr as Deno.NetAddr | undefined) ?? null,
       socks: (listeners.socks?.addr as Deno.NetAddr | undefined) ?? null,
     };
-    const onError = (error: unknown) =>
-      this.#logger.debug("proxy.connection_error", { error: (error as Error).message });
+    const onError = (error: unknown, during: "accept" | "handle") =>
+      during === "accept"
+        ? this.#logger.warn("proxy.accept_failed", { error: (error as Error).message })
+        : this.#logger.debug("proxy.connection_error", { error: (error as Error).message });
+    this.#failed.promise.catch(() => {});
+    const watch = (kind: string, listener: Deno.Listener, loop: ConnectionLoop) => {
+      const addr = listener.addr as Deno.NetAddr;
+      loop.accepting.then((error) => {
+        if (this.#closing) return;
+        const reason = new Error(
+          `the ${kind} proxy listener on ${addr.hostname}:${addr.port} died${
+            error ? `: ${error.message}` : ""
+          }`,
+          { cause: error },
+        );
+        this.#logger.error("proxy.listener_died", { listener: kind, error: reason.message });
+        this.#failed.reject(reason);
+      });
+      this.#loops.push(loop);
+    };
     if (listeners.http) {
-      this.#loops.push(
+      watch(
+        "HTTP",
+        listeners.http,
         acceptConnections(listeners.http, (c) => handleHttpProxyConnection(ctx, c), onError),
       );
     }
     if (listeners.socks) {
-      this.#loops.push(
+      watch(
+        "SOCKS5",
+        listeners.socks,
         acceptConnections(listeners.socks, (c) => handleSocks5Connection(ctx, c), onError),
       );
     }
+  }
+
+  /**
+   * Resolves when the proxy is shut down; rejects, naming the listener and
+   * the error, when a listener dies first (accepting keeps failing), so a
+   * supervisor can restart it or stop what depends on it.
+   */
+  wait(): Promise<void> {
+    return this.#failed.promise;
   }
 
   /** Validates `config`, binds the listeners and starts serving. */
@@ -182,6 +214,7 @@ export class NetworkProxy implements AsyncDisposable {
       await Promise.allSettled(this.#loops.map((l) => l.close()));
       this.#pool?.close();
       await this.#mitmClose?.();
+      this.#failed.resolve();
     })();
     return this.#closing;
   }

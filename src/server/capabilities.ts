@@ -56,6 +56,8 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     outputFlowControl: has(Method.ProcessPauseOutput) && has(Method.ProcessResumeOutput),
     losslessOutput: processes,
     httpBodyLimit: has(Method.HttpRequest),
+    httpBodyFlowControl: has(Method.HttpPauseBody) && has(Method.HttpResumeBody) &&
+      has(Method.HttpCancelBody),
     safeFileWrites: has(Method.FsWriteFile),
     boundedStdin: has(Method.ProcessWrite),
     managedNetworkProxy: processes && (inputs.managedNetworkProxy ?? false),

@@ -30,12 +30,12 @@ export function assertStringIncludes(actual: string, expected: string, message?:
   );
 }
 
-export async function assertRejects(
+export async function assertRejects<E extends Error = Error>(
   fn: () => Promise<unknown>,
   // deno-lint-ignore no-explicit-any
-  errorClass?: new (...args: any[]) => Error,
+  errorClass?: new (...args: any[]) => E,
   messageIncludes?: string,
-): Promise<Error> {
+): Promise<E> {
   try {
     await fn();
   } catch (error) {
@@ -50,7 +50,7 @@ export async function assertRejects(
         }`,
       );
     }
-    return error as Error;
+    return error as E;
   }
   throw new Error("expected the promise to reject");
 }

@@ -43,7 +43,7 @@ async function post(
   body: unknown,
   timeoutMs: number,
   extraHeaders: Record<string, string> = {},
-): Promise<{ status: number; json: unknown }> {
+): Promise<{ status: number; json: unknown; text: string }> {
   const url = `${endpoint.url.trim().replace(/\/+$/, "")}/${path}`;
   const headers: Record<string, string> = {
     "content-type": "application/json",
@@ -68,19 +68,67 @@ async function post(
       null,
     );
   }
+  // Bounded: an error page can be anything.
+  const text = await readPreview(response, MAX_BODY_BYTES);
   let json: unknown = null;
   try {
-    json = await response.json();
+    json = JSON.parse(text);
   } catch { /* empty or not JSON */ }
-  return { status: response.status, json };
+  return { status: response.status, json, text };
 }
 
-function failure(status: number, json: unknown, what: string): RegistryError {
+/** Largest registry answer read. */
+const MAX_BODY_BYTES = 256 * 1024;
+/** Longest preview of a non-JSON error body in a message. */
+const PREVIEW_CHARS = 200;
+
+async function readPreview(response: Response, limit: number): Promise<string> {
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < limit) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.length;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.length;
+  }
+  return new TextDecoder().decode(all.subarray(0, limit));
+}
+
+/** What the registry said: its JSON error message, or a bounded preview of the body. */
+function registryReason(json: unknown, text: string): string {
+  const error = (json as { error?: { message?: unknown } } | null)?.error;
+  if (typeof error?.message === "string") return `: ${error.message}`;
+  if (json !== null) return "";
+  const preview = text.replace(/\s+/g, " ").trim();
+  if (preview === "") return "";
+  return `: ${
+    preview.length > PREVIEW_CHARS
+      ? `${preview.slice(0, PREVIEW_CHARS)}… (${text.length} bytes)`
+      : preview
+  }`;
+}
+
+function failure(status: number, json: unknown, what: string, text = ""): RegistryError {
   const error = (json as { error?: { code?: unknown; message?: unknown } } | null)?.error;
   const code = typeof error?.code === "string" ? error.code : null;
+  const reason = registryReason(json, text);
   if (status === 401 || status === 403) {
     return new RegistryError(
-      `environment registry rejected the ${what} credentials (HTTP ${status})`,
+      `environment registry rejected the ${what} credentials (HTTP ${status})${
+        code ? ` (${code})` : ""
+      }${reason}`,
       status,
       code,
     );
@@ -92,9 +140,8 @@ function failure(status: number, json: unknown, what: string): RegistryError {
       code,
     );
   }
-  const message = typeof error?.message === "string" ? `: ${error.message}` : "";
   return new RegistryError(
-    `environment registry ${what} failed with HTTP ${status}${code ? ` (${code})` : ""}${message}`,
+    `environment registry ${what} failed with HTTP ${status}${code ? ` (${code})` : ""}${reason}`,
     status,
     code,
   );
@@ -137,7 +184,7 @@ export async function registerExecutor(
   options: { maxAttempts?: number } = {},
 ): Promise<Registration> {
   for (let attempt = 0;; attempt++) {
-    const { status, json } = await post(
+    const { status, json, text } = await post(
       endpoint,
       `cloud/environment/${encodeURIComponent(environmentId)}/register`,
       { security_profile: SECURITY_PROFILE, executor_public_key: publicKey },
@@ -160,7 +207,7 @@ export async function registerExecutor(
       }
       return { environmentId, url: r.url, executorRegistrationId: r.executor_registration_id };
     }
-    const error = failure(status, json, "register");
+    const error = failure(status, json, "register", text);
     if (
       status !== 503 || error.code !== "registration_conflict" ||
       attempt + 1 >= (options.maxAttempts ?? 8)
@@ -220,13 +267,13 @@ async function connectOnce(
   environmentId: string,
   harnessKey: NoisePublicKey,
 ): Promise<ConnectBundle> {
-  const { status, json } = await post(
+  const { status, json, text } = await post(
     endpoint,
     `cloud/environment/${encodeURIComponent(environmentId)}/connect`,
     { harness_public_key: harnessKey },
     6_000,
   );
-  if (status !== 200) throw failure(status, json, "connect");
+  if (status !== 200) throw failure(status, json, "connect", text);
   const r = json as Record<string, unknown>;
   const nonBlank = (v: unknown) => typeof v === "string" && v.trim() !== "";
   checkEnvironment(r, environmentId, status);

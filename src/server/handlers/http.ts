@@ -8,38 +8,85 @@
 
 import { RpcError } from "../../jsonrpc/errors.ts";
 import { bodyErrorMessage, type HttpExchange, readBody, startExchange } from "./http_request.ts";
-import { httpRequestParams } from "../../protocol/decoders.ts";
+import { httpBodyFlowParams, httpRequestParams } from "../../protocol/decoders.ts";
 import { ErrorCode } from "../../protocol/errors.ts";
 import { Method, ServerNotification } from "../../protocol/methods.ts";
 import type { HttpBodyDeltaNotification, HttpResponseResult } from "../../protocol/types.ts";
 import { defineMethod, type MethodTable } from "../handler.ts";
 import { type ConnectionContext, ResourceKey } from "../resource_scope.ts";
 
+/** One streamed body: its abort switch and whether the client holds it. */
+interface BodyStream {
+  readonly controller: AbortController;
+  paused: boolean;
+  resumed: PromiseWithResolvers<void> | null;
+}
+
 /** The streamed bodies of one connection. */
 class HttpStreams {
-  #active = new Map<string, AbortController>();
+  #active = new Map<string, BodyStream>();
 
   /** Reserves `requestId`; fails while a stream with that id is active. */
-  claim(requestId: string): AbortController {
+  claim(requestId: string): BodyStream {
     if (this.#active.has(requestId)) {
       throw new RpcError(
         ErrorCode.InvalidParams,
         `http/request streamResponse requestId \`${requestId}\` is already active`,
       );
     }
-    const controller = new AbortController();
-    this.#active.set(requestId, controller);
-    return controller;
+    const stream: BodyStream = { controller: new AbortController(), paused: false, resumed: null };
+    this.#active.set(requestId, stream);
+    return stream;
   }
 
-  release(requestId: string, controller: AbortController): void {
-    if (this.#active.get(requestId) === controller) this.#active.delete(requestId);
+  release(requestId: string, stream: BodyStream): void {
+    if (this.#active.get(requestId) === stream) this.#active.delete(requestId);
+  }
+
+  /** Holds a body: its upstream is read no further until resumed. */
+  pause(requestId: string): boolean {
+    const stream = this.#active.get(requestId);
+    if (stream) stream.paused = true;
+    return stream !== undefined;
+  }
+
+  resume(requestId: string): boolean {
+    const stream = this.#active.get(requestId);
+    if (!stream) return false;
+    stream.paused = false;
+    stream.resumed?.resolve();
+    stream.resumed = null;
+    return true;
+  }
+
+  /** Stops a body: the upstream is aborted, the last delta says `cancelled`. */
+  cancel(requestId: string): boolean {
+    const stream = this.#active.get(requestId);
+    stream?.controller.abort(new Error(CANCELLED));
+    return stream !== undefined;
   }
 
   dispose(): void {
-    for (const c of this.#active.values()) c.abort(new Error("connection closed"));
+    for (const s of this.#active.values()) s.controller.abort(new Error("connection closed"));
     this.#active.clear();
   }
+}
+
+const CANCELLED = "cancelled by the client";
+
+/** Waits while the client holds `stream` (ends early when it is aborted). */
+function whilePaused(stream: BodyStream): Promise<void> | null {
+  if (!stream.paused) return null;
+  stream.resumed ??= Promise.withResolvers<void>();
+  const signal = stream.controller.signal;
+  return new Promise((resolve) => {
+    const done = () => {
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    signal.addEventListener("abort", done, { once: true });
+    stream.resumed!.promise.then(done);
+  });
 }
 
 const STREAMS = new ResourceKey("http.streams", () => new HttpStreams());
@@ -57,6 +104,7 @@ async function streamBody(
   exchange: HttpExchange,
   requestId: string,
   connection: ConnectionContext,
+  stream: BodyStream,
   release: () => void,
 ): Promise<void> {
   const reader = exchange.response.body.getReader();
@@ -70,12 +118,19 @@ async function streamBody(
     for (;;) {
       const ready = connection.ready();
       if (ready !== null) await ready;
+      const held = whilePaused(stream);
+      if (held !== null) await held;
+      if (stream.controller.signal.aborted) throw stream.controller.signal.reason;
       const { value, done } = await reader.read();
       if (done) break;
       if (!(await delta(value.toBase64(), false, null))) return; // connection gone
     }
   } catch (error) {
-    failure = connection.signal.aborted ? "connection closed" : bodyErrorMessage(error);
+    failure = connection.signal.aborted
+      ? "connection closed"
+      : stream.controller.signal.aborted && stream.controller.signal.reason?.message === CANCELLED
+      ? CANCELLED
+      : bodyErrorMessage(error);
   } finally {
     reader.releaseLock();
     await exchange.response.body.cancel().catch(() => {});
@@ -113,21 +168,33 @@ export const httpMethods: MethodTable = {
         }
       }
       const streams = ctx.connection.resources.use(STREAMS);
-      const controller = streams.claim(p.requestId);
-      const release = () => streams.release(p.requestId, controller);
+      const stream = streams.claim(p.requestId);
+      const release = () => streams.release(p.requestId, stream);
       let exchange: HttpExchange;
       try {
         exchange = await ctx.rpc.idle(
-          startExchange(spec, env, AbortSignal.any([ctx.rpc.signal, controller.signal])),
+          startExchange(spec, env, AbortSignal.any([ctx.rpc.signal, stream.controller.signal])),
         );
       } catch (error) {
         release();
         throw error;
       }
       ctx.rpc.afterResponse(() => {
-        streamBody(exchange, p.requestId, ctx.connection.resources.connection, release);
+        streamBody(exchange, p.requestId, ctx.connection.resources.connection, stream, release);
       });
       return headResult(exchange, null);
     },
   ),
+
+  [Method.HttpPauseBody]: defineMethod(httpBodyFlowParams, (p, ctx) => ({
+    active: ctx.connection.resources.use(STREAMS).pause(p.requestId),
+  })),
+
+  [Method.HttpResumeBody]: defineMethod(httpBodyFlowParams, (p, ctx) => ({
+    active: ctx.connection.resources.use(STREAMS).resume(p.requestId),
+  })),
+
+  [Method.HttpCancelBody]: defineMethod(httpBodyFlowParams, (p, ctx) => ({
+    active: ctx.connection.resources.use(STREAMS).cancel(p.requestId),
+  })),
 };
