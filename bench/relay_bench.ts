@@ -9,7 +9,7 @@
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 import { parseArgs } from "node:util";
 import { connect } from "../src/client/client.ts";
-import { RelayStore } from "../src/relay/server/store.ts";
+import { openRelayStore } from "../src/relay/server/store.ts";
 import {
   buildPrologue,
   generateIdentity,
@@ -74,7 +74,7 @@ async function drainStdout(client: Awaited<ReturnType<typeof connect>>): Promise
 }
 
 {
-  using store = await RelayStore.open(kv);
+  using store = await openRelayStore(kv);
   const executorToken = await store.createToken("executor", "bench");
   const harnessToken = await store.createToken("harness", "bench");
   const relay = new Deno.Command(Deno.execPath(), {

@@ -338,14 +338,17 @@ Deno.test("cli help: every command lists -h/--help and --version; remote flags w
   }
 });
 
-Deno.test("cli relay: token create needs --kv, as its help says", async () => {
+Deno.test("cli relay: token create needs --store, as its help says", async () => {
   const help = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--unstable-kv", CLI, "relay", "--help"],
     stdout: "piped",
     stderr: "null",
   }).output();
   const text = new TextDecoder().decode(help.stdout);
-  assertStringIncludes(text, "token create --role executor|harness --environment ID --kv PATH|URL");
+  assertStringIncludes(
+    text,
+    "token create --role executor|harness --environment ID --store URL|PATH",
+  );
   const missing = await new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -364,5 +367,5 @@ Deno.test("cli relay: token create needs --kv, as its help says", async () => {
     stderr: "piped",
   }).output();
   assertEquals(missing.code, 2);
-  assertStringIncludes(new TextDecoder().decode(missing.stderr), "--kv PATH|URL is required");
+  assertStringIncludes(new TextDecoder().decode(missing.stderr), "--store URL|PATH is required");
 });

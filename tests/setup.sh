@@ -2,8 +2,9 @@
 # Sets up what the test suite needs, where this machine allows it, and says
 # in one line what it could not (the tests that need it then say so too):
 #   - bubblewrap (sandboxed requests), acl (setfacl/getfacl), util-linux's
-#     `script` and `setpriv`, gcc: Debian packages, installed with apt-get as
-#     root or through passwordless sudo;
+#     `script` and `setpriv`, gcc, redis-server (the relay fleet's store; the
+#     tests start their own servers on free ports): Debian packages,
+#     installed with apt-get as root or through passwordless sudo;
 #   - the reference server (@openai/codex, pinned below) from npm into
 #     .cache/, found by the tests through .cache/reference-bin
 #     (CODEX_REFERENCE_BIN overrides it; EXEC_SERVER_SKIP_REFERENCE=1 skips it);
@@ -50,6 +51,7 @@ need setfacl acl
 need script bsdutils
 need setpriv util-linux
 need gcc gcc
+need redis-server redis-server
 
 # The reference exec-server, for the side-by-side tests.
 if [ -n "${CODEX_REFERENCE_BIN:-}" ]; then
@@ -79,7 +81,7 @@ if ! deno install --frozen >&2; then
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
-  echo "test setup: bubblewrap, acl, script, setpriv, gcc and the reference server (codex ${reference_version}) are here; nothing is skipped" >&2
+  echo "test setup: bubblewrap, acl, script, setpriv, gcc, redis-server and the reference server (codex ${reference_version}) are here; nothing is skipped" >&2
 else
   msg=$(printf '%s; ' "${missing[@]}")
   echo "test setup: NOT available, the tests that need them say so and are skipped: ${msg%; }" >&2

@@ -8,31 +8,56 @@
 import { parseArgs } from "node:util";
 import { createLogger, type LogLevel } from "../log/logger.ts";
 import { startRelayServer } from "../relay/server/relay_server.ts";
-import { RelayStore } from "../relay/server/store.ts";
-import { announce, printLine, printUsage, terminationSignal, UsageError } from "./common.ts";
+import { openRelayStore } from "../relay/server/store.ts";
+import {
+  announce,
+  printLine,
+  printUsage,
+  readSecretFile,
+  terminationSignal,
+  UsageError,
+} from "./common.ts";
 import { VERSION } from "../version.ts";
 
 /** Help text. */
 export const RELAY_USAGE = `Usage: exec-server relay --listen http://IP:PORT [OPTIONS]
-       exec-server relay token create --role executor|harness --environment ID --kv PATH|URL
+       exec-server relay token create --role executor|harness --environment ID --store URL|PATH
 
 Serves the environment registry (register, validate, connect) and the
 rendezvous WebSockets on one port. Executors behind NAT register and dial out;
 harnesses connect through it end to end encrypted: the relay forwards
-ciphertext and never holds a key. State lives in Deno KV (--unstable-kv; set in
-this package's deno.json): a local file, or a shared remote KV so several
-nodes behind one address serve the same environments.
+ciphertext and never holds a key. State lives in a store: Redis (or any
+Redis-protocol server) shared by nodes on several machines behind one address,
+or Deno KV (--unstable-kv; set in this package's deno.json) — a local file, or
+in memory for a single node.
 
 Options:
   --listen <http://IP:PORT>   where to listen (port 0 picks one); the URL is printed
-  --kv <PATH|URL>             Deno KV file or remote KV URL (default: in memory)
+  --store <URL|PATH>          redis://[user:pass@]host:port/db, rediss://… (TLS), or a
+                              Deno KV file (default: in memory)
+  --kv <PATH|URL>             same as --store
+  --store-password-file <F>   the Redis password, read from F (not in the URL or argv)
   --public-url <URL>          the URL clients reach this node at (default: the listen URL)
   --log-level <LEVEL>         diagnostics on stderr (default info)
 
-Tokens (stored hashed in the relay's --kv store, required; the token is printed once):
-  relay token create --role executor --environment ID --kv PATH   for \`serve --remote\`
-  relay token create --role harness --environment ID --kv PATH    for clients (--remote ... --token-file)
+Tokens (stored hashed in the store; the token is printed once):
+  relay token create --role executor --environment ID --store URL   for \`serve --remote\`
+  relay token create --role harness --environment ID --store URL    for clients (--remote ... --token-file)
 `;
+
+/** `--store`/`--kv` and the password file. */
+function storeFlags(
+  flags: { store?: string; kv?: string; "store-password-file"?: string },
+): { location: string | undefined; password: string | undefined } {
+  if (flags.store !== undefined && flags.kv !== undefined && flags.store !== flags.kv) {
+    throw new UsageError("use one of --store and --kv", 2);
+  }
+  const file = flags["store-password-file"];
+  return {
+    location: flags.store ?? flags.kv,
+    password: file === undefined ? undefined : readSecretFile("store-password-file", file),
+  };
+}
 
 function parseListen(value: string): { hostname: string; port: number } {
   const m = /^http:\/\/(\[[0-9a-fA-F:.]+\]|[0-9.]+|localhost):(\d{1,5})\/?$/.exec(value);
@@ -52,6 +77,8 @@ export async function runRelay(args: string[]): Promise<number> {
       options: {
         listen: { type: "string" },
         kv: { type: "string" },
+        store: { type: "string" },
+        "store-password-file": { type: "string" },
         "public-url": { type: "string" },
         "log-level": { type: "string" },
         help: { type: "boolean", short: "h" },
@@ -67,16 +94,20 @@ export async function runRelay(args: string[]): Promise<number> {
   }
   const listen = parseListen(flags.listen ?? "http://127.0.0.1:0");
   const logger = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
+  const { location, password } = storeFlags(flags);
   const relay = await startRelayServer({
     ...listen,
     logger,
-    ...(flags.kv ? { kv: flags.kv } : {}),
+    ...(location !== undefined ? { store: location } : {}),
+    ...(password !== undefined ? { storePassword: password } : {}),
     ...(flags["public-url"] ? { publicUrl: flags["public-url"] } : {}),
   });
   // Listen for the signal before saying we are up (a prompt SIGTERM exits 0).
   const signalled = terminationSignal();
   await printLine(relay.url);
-  announce(`exec-server ${VERSION} relay listening on ${relay.url} (Ctrl-C to stop)`);
+  announce(
+    `exec-server ${VERSION} relay listening on ${relay.url}, store ${relay.store.description} (Ctrl-C to stop)`,
+  );
   await signalled;
   await relay.close();
   return 0;
@@ -94,18 +125,21 @@ async function runToken(args: string[]): Promise<number> {
         role: { type: "string" },
         environment: { type: "string" },
         kv: { type: "string" },
+        store: { type: "string" },
+        "store-password-file": { type: "string" },
       },
     });
   } catch (error) {
     throw new UsageError((error as Error).message, 2);
   }
-  const { role, environment, kv } = parsed.values;
+  const { role, environment } = parsed.values;
+  const { location, password } = storeFlags(parsed.values);
   if (role !== "executor" && role !== "harness") {
     throw new UsageError("--role must be executor or harness", 2);
   }
   if (!environment) throw new UsageError("--environment ID is required", 2);
-  if (!kv) throw new UsageError("--kv PATH|URL is required (the relay's store)", 2);
-  using store = await RelayStore.open(kv);
+  if (!location) throw new UsageError("--store URL|PATH is required (the relay's store)", 2);
+  using store = await openRelayStore(location, password !== undefined ? { password } : {});
   await printLine(await store.createToken(role, environment));
   return 0;
 }

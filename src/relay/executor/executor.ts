@@ -13,7 +13,8 @@
  *
  * Socket policy: pings every 30 s, no pong within 60 s closes; reconnect
  * with a jittered backoff (1 s doubling to 30 s, sleep in [b/2, b], reset
- * after 120 s up); any 4xx on the upgrade re-registers first.
+ * after 120 s up); any 4xx on the upgrade, or no answer at all (the node that
+ * issued the URL is gone), re-registers first.
  *
  * @module
  */
@@ -183,7 +184,10 @@ export class RemoteExecutor implements AsyncDisposable {
       } catch (error) {
         const status = error instanceof WebSocketHandshakeError ? error.status ?? 0 : 0;
         this.#logger.warn("remote.connect_failed", { status, error: (error as Error).message });
-        if (status >= 400 && status < 500 && !this.#closed) {
+        // A refused URL (4xx), or a node that is gone (no answer at all: its
+        // URL names that node): register again — the registry, behind its
+        // one address, answers from a live node with that node's URL.
+        if ((status === 0 || (status >= 400 && status < 500)) && !this.#closed) {
           try {
             this.#registration = await registerExecutor(
               this.#options.registry,

@@ -19,7 +19,7 @@ import { PayloadPool } from "../../websocket/frame.ts";
 import { handleRegistryRequest } from "./registry_api.ts";
 import { Rendezvous } from "./rendezvous.ts";
 import { RendezvousRejection, verifyRendezvousUrl } from "./signing.ts";
-import { RelayStore } from "./store.ts";
+import { openRelayStore, type RelayStore, StoreUnavailableError } from "./store.ts";
 import { acceptConnections } from "../../util/accept_loop.ts";
 import { bracketHost } from "../../util/host.ts";
 
@@ -29,8 +29,15 @@ export interface RelayServerOptions {
   readonly hostname?: string;
   /** Port (`0`: any). */
   readonly port: number;
-  /** KV path or URL (default: in memory, single node). */
+  /**
+   * The store: `redis://…` / `rediss://…` (nodes on several machines share
+   * it), or a Deno KV path (default: in memory, single node).
+   */
+  readonly store?: string;
+  /** Alias of `store` (a Deno KV path or URL). */
   readonly kv?: string;
+  /** Redis password (instead of one in the URL). */
+  readonly storePassword?: string;
   /** The URL clients reach this node at (default: `http://<bound address>`). */
   readonly publicUrl?: string;
   /** Diagnostics. */
@@ -66,7 +73,10 @@ function json(status: number, body: unknown, extra: Record<string, string> = {})
 /** Starts a relay node. */
 export async function startRelayServer(options: RelayServerOptions): Promise<RelayServer> {
   const logger = options.logger ?? nullLogger;
-  const store = await RelayStore.open(options.kv);
+  const store = await openRelayStore(options.store ?? options.kv, {
+    ...(options.storePassword !== undefined ? { password: options.storePassword } : {}),
+  });
+  logger.info("relay.store", { store: store.description });
   const secret = await store.secret();
   const listener = Deno.listen({ hostname: options.hostname ?? "127.0.0.1", port: options.port });
   const addr = listener.addr as Deno.NetAddr;
@@ -98,6 +108,8 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
         } catch (error) {
           const r = error instanceof RendezvousRejection
             ? error
+            : error instanceof StoreUnavailableError
+            ? new RendezvousRejection(503, "store_unavailable")
             : new RendezvousRejection(400, "malformed_query");
           await writer.write(
             encodeResponse(r.status, { "x-codex-rendezvous-rejection-reason": r.reason }, ""),
@@ -122,7 +134,15 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
         return;
       }
       if (method === "GET" && path === "/readyz") {
-        await writer.write(encodeResponse(200, { "content-type": "text/plain" }, "ok"));
+        // Ready when the store answers: a node without it can route nothing new.
+        const health = await store.health();
+        await writer.write(
+          encodeResponse(
+            health.ok ? 200 : 503,
+            { "content-type": "text/plain" },
+            health.ok ? `ok\nstore: ${health.detail}\n` : `store unavailable: ${health.detail}\n`,
+          ),
+        );
         return;
       }
       const length = Number(head.headers.get("content-length") ?? "0");
@@ -167,6 +187,20 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
       }
       await writer.write(json(result.status, result.body));
     } catch (error) {
+      if (error instanceof StoreUnavailableError) {
+        logger.warn("relay.store_unavailable", { error: error.message });
+        await writer.write(
+          json(503, {
+            error: {
+              code: "store_unavailable",
+              message: "the relay's store is unavailable; retry",
+            },
+          }, {
+            "retry-after": "1",
+          }),
+        ).catch(() => {});
+        return;
+      }
       const status = error instanceof HttpHeadError ? error.status : 500;
       logger.debug("relay.request_failed", { error: (error as Error).message });
       await writer.write(encodeResponse(status, {}, "")).catch(() => {});

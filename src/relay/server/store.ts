@@ -1,12 +1,14 @@
 /**
- * The relay's state in Deno KV — a local file by default, or a shared
- * remote KV so several relay nodes behind one address agree: tokens (stored
- * as SHA-256 digests), the URL-signing secret, registrations (executor key
- * and registration id per environment), which node holds each executor's
- * socket (refreshed while connected, expiring otherwise), and single-use
- * harness authorizations (60 s).
+ * The relay's state, shared by every relay node behind one address: tokens
+ * (stored as SHA-256 digests), the URL-signing secret, registrations
+ * (executor key and registration id per environment), which node holds each
+ * executor's socket (refreshed while connected, expiring with the store's
+ * own TTL otherwise), and single-use harness authorizations (60 s).
  *
- * Needs `--unstable-kv` (set in this package's `deno.json`).
+ * Two implementations behind {@linkcode RelayStore}, chosen by
+ * {@linkcode openRelayStore}'s URL: Deno KV (`store_kv.ts`; a local file or
+ * in memory — the embedded default) and Redis or any Redis-protocol server
+ * (`store_redis.ts`; `redis://` / `rediss://`) for nodes on several machines.
  *
  * @module
  */
@@ -63,125 +65,95 @@ export const SOCKET_TTL_MS = 90_000;
 /** How long an authorization lives. */
 export const AUTHORIZATION_TTL_MS = 60_000;
 
-async function digest(text: string): Promise<string> {
+/** A store operation failed because the store is unreachable (answer 503, retry later). */
+export class StoreUnavailableError extends Error {
+  /** Creates the error. */
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "StoreUnavailableError";
+  }
+}
+
+/** The relay's state (see the module documentation). */
+export interface RelayStore extends Disposable {
+  /** What it is, for logs and `/readyz` (never a password). */
+  readonly description: string;
+  /** Creates a token; returns it (only its digest is stored). */
+  createToken(role: TokenRole, environmentId: string): Promise<string>;
+  /** Looks a bearer up; `null` when unknown. Returns its digest too. */
+  token(bearer: string): Promise<(TokenRecord & { digest: string }) | null>;
+  /** The cluster's URL-signing secret (created once, shared by every node). */
+  secret(): Promise<Uint8Array>;
+  /** Records a registration (replacing the previous one, atomically). */
+  register(environmentId: string, executorPublicKey: NoisePublicKey): Promise<RegistrationRecord>;
+  /** The current registration. */
+  registration(environmentId: string): Promise<RegistrationRecord | null>;
+  /** Records (or refreshes) that this node holds the executor socket. */
+  setSocket(environmentId: string, record: SocketRecord): Promise<void>;
+  /** Forgets the socket record if it is still this node's (atomically). */
+  clearSocket(environmentId: string, nodeId: string): Promise<void>;
+  /** Where the executor socket is. */
+  socket(environmentId: string): Promise<SocketRecord | null>;
+  /** Issues a single-use authorization for a harness key. */
+  authorize(record: AuthorizationRecord): Promise<string>;
+  /**
+   * Consumes an authorization (atomically: of two nodes racing, exactly one
+   * gets it), only if `owner` accepts it; otherwise it stays, unused.
+   */
+  consume(
+    id: string,
+    owner?: (record: AuthorizationRecord) => boolean,
+  ): Promise<AuthorizationRecord | null>;
+  /** Whether the store answers now (for `/readyz`). */
+  health(): Promise<{ ok: boolean; detail: string }>;
+  /** Closes the store. */
+  close(): void;
+}
+
+/** SHA-256 hex of a token (what is stored instead of it). */
+export async function tokenDigest(text: string): Promise<string> {
   return new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))
     .toHex();
 }
 
-/** See the module documentation. */
-export class RelayStore implements Disposable {
-  /** The KV handle. */
-  readonly kv: Deno.Kv;
+/** A fresh token for `role`. */
+export function newToken(role: TokenRole): string {
+  return `${role === "executor" ? "exr" : "hns"}_${
+    crypto.getRandomValues(new Uint8Array(24)).toHex()
+  }`;
+}
 
-  private constructor(kv: Deno.Kv) {
-    this.kv = kv;
-  }
+/** A fresh authorization id. */
+export function newAuthorizationId(): string {
+  return `hka_${crypto.getRandomValues(new Uint8Array(24)).toHex()}`;
+}
 
-  /** Opens `path` (a file or a remote KV URL; default an in-memory store). */
-  static async open(path?: string): Promise<RelayStore> {
-    if (typeof Deno.openKv !== "function") {
-      throw new Error(
-        "the relay's store needs Deno KV: run with --unstable-kv " +
-          "(deno run -A --unstable-kv …, or deno install … --unstable-kv)",
-      );
-    }
-    return new RelayStore(await Deno.openKv(path ?? ":memory:"));
-  }
+/** A fresh registration. */
+export function newRegistration(executorPublicKey: NoisePublicKey): RegistrationRecord {
+  return { registrationId: `reg_${crypto.randomUUID()}`, executorPublicKey, at: Date.now() };
+}
 
-  /** Creates a token; returns it (only its digest is stored). */
-  async createToken(role: TokenRole, environmentId: string): Promise<string> {
-    const token = `${role === "executor" ? "exr" : "hns"}_${
-      crypto.getRandomValues(new Uint8Array(24)).toHex()
-    }`;
-    await this.kv.set(
-      ["token", await digest(token)],
-      { role, environmentId, createdAt: Date.now() } satisfies TokenRecord,
-    );
-    return token;
-  }
+/** Options of {@linkcode openRelayStore}. */
+export interface OpenStoreOptions {
+  /** Redis password (overrides one in the URL). */
+  readonly password?: string;
+  /** Prefix of every Redis key. Default `exec-server:relay:`. */
+  readonly keyPrefix?: string;
+}
 
-  /** Looks a bearer up; `null` when unknown. Returns its digest too. */
-  async token(bearer: string): Promise<(TokenRecord & { digest: string }) | null> {
-    const d = await digest(bearer);
-    const entry = await this.kv.get<TokenRecord>(["token", d]);
-    return entry.value ? { ...entry.value, digest: d } : null;
+/**
+ * Opens the store `location` names: `redis://[user:password@]host:port/db`
+ * or `rediss://…` (TLS) for Redis; otherwise a Deno KV path (a file, or
+ * in memory when omitted).
+ */
+export async function openRelayStore(
+  location?: string,
+  options: OpenStoreOptions = {},
+): Promise<RelayStore> {
+  if (location !== undefined && /^rediss?:\/\//i.test(location)) {
+    const { RedisRelayStore } = await import("./store_redis.ts");
+    return await RedisRelayStore.open(location, options);
   }
-
-  /** The cluster's URL-signing secret (created once, shared by every node). */
-  async secret(): Promise<Uint8Array> {
-    const existing = await this.kv.get<Uint8Array>(["secret"]);
-    if (existing.value) return existing.value;
-    const fresh = crypto.getRandomValues(new Uint8Array(32));
-    const result = await this.kv.atomic().check(existing).set(["secret"], fresh).commit();
-    if (result.ok) return fresh;
-    return (await this.kv.get<Uint8Array>(["secret"])).value!;
-  }
-
-  /** Records a registration (replacing the previous one). */
-  async register(
-    environmentId: string,
-    executorPublicKey: NoisePublicKey,
-  ): Promise<RegistrationRecord> {
-    const record: RegistrationRecord = {
-      registrationId: `reg_${crypto.randomUUID()}`,
-      executorPublicKey,
-      at: Date.now(),
-    };
-    await this.kv.set(["registration", environmentId], record);
-    return record;
-  }
-
-  /** The current registration. */
-  async registration(environmentId: string): Promise<RegistrationRecord | null> {
-    return (await this.kv.get<RegistrationRecord>(["registration", environmentId])).value;
-  }
-
-  /** Records (or refreshes) that this node holds the executor socket. */
-  async setSocket(environmentId: string, record: SocketRecord): Promise<void> {
-    await this.kv.set(["socket", environmentId], record, { expireIn: SOCKET_TTL_MS });
-  }
-
-  /** Forgets the socket record if it is still this node's. */
-  async clearSocket(environmentId: string, nodeId: string): Promise<void> {
-    const entry = await this.kv.get<SocketRecord>(["socket", environmentId]);
-    if (entry.value?.nodeId === nodeId) {
-      await this.kv.atomic().check(entry).delete(["socket", environmentId]).commit();
-    }
-  }
-
-  /** Where the executor socket is. */
-  async socket(environmentId: string): Promise<SocketRecord | null> {
-    return (await this.kv.get<SocketRecord>(["socket", environmentId])).value;
-  }
-
-  /** Issues a single-use authorization for a harness key. */
-  async authorize(record: AuthorizationRecord): Promise<string> {
-    const id = `hka_${crypto.getRandomValues(new Uint8Array(24)).toHex()}`;
-    await this.kv.set(["auth", id], record, { expireIn: AUTHORIZATION_TTL_MS });
-    return id;
-  }
-
-  /**
-   * Consumes an authorization (atomically: a second use finds nothing),
-   * only if `owner` accepts it; otherwise it stays, unused.
-   */
-  async consume(
-    id: string,
-    owner: (record: AuthorizationRecord) => boolean = () => true,
-  ): Promise<AuthorizationRecord | null> {
-    const entry = await this.kv.get<AuthorizationRecord>(["auth", id]);
-    if (!entry.value || !owner(entry.value)) return null;
-    const result = await this.kv.atomic().check(entry).delete(["auth", id]).commit();
-    return result.ok ? entry.value : null;
-  }
-
-  /** Closes the KV handle. */
-  close(): void {
-    this.kv.close();
-  }
-
-  /** Same as {@linkcode close}. */
-  [Symbol.dispose](): void {
-    this.close();
-  }
+  const { KvRelayStore } = await import("./store_kv.ts");
+  return await KvRelayStore.open(location);
 }
