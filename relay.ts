@@ -27,12 +27,16 @@ export {
 } from "./src/relay/server/relay_server.ts";
 export {
   type AuthorizationRecord,
+  openRelayStore,
+  type OpenStoreOptions,
   type RegistrationRecord,
-  RelayStore,
+  type RelayStore,
   type SocketRecord,
+  StoreUnavailableError,
   type TokenRecord,
   type TokenRole,
 } from "./src/relay/server/store.ts";
+export { KvRelayStore } from "./src/relay/server/store_kv.ts";
 export {
   type ConnectBundle,
   type Registration,

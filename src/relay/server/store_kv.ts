@@ -129,6 +129,7 @@ export class KvRelayStore implements RelayStore {
     this.kv.close();
   }
 
+  /** Same as `close()`. */
   [Symbol.dispose](): void {
     this.close();
   }

@@ -221,6 +221,7 @@ export class RedisRelayStore implements RelayStore {
     this.#redis.disconnect();
   }
 
+  /** Same as `close()`. */
   [Symbol.dispose](): void {
     this.close();
   }
