@@ -27,7 +27,6 @@ export {
 } from "./src/relay/server/relay_server.ts";
 export {
   type AuthorizationRecord,
-  openRelayStore,
   type OpenStoreOptions,
   type RegistrationRecord,
   type RelayStore,
@@ -37,6 +36,7 @@ export {
   type TokenRole,
 } from "./src/relay/server/store.ts";
 export { KvRelayStore } from "./src/relay/server/store_kv.ts";
+export { openRelayStore } from "./src/relay/server/store_open.ts";
 export {
   type ConnectBundle,
   type Registration,

@@ -9,7 +9,7 @@
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 import { parseArgs } from "node:util";
 import { connect } from "../src/client/client.ts";
-import { openRelayStore } from "../src/relay/server/store.ts";
+import { openRelayStore } from "../src/relay/server/store_open.ts";
 import {
   buildPrologue,
   generateIdentity,

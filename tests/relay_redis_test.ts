@@ -7,11 +7,8 @@ import { connect } from "../src/client/client.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 import { RemoteExecutor } from "../src/relay/executor/executor.ts";
-import {
-  openRelayStore,
-  type RelayStore,
-  StoreUnavailableError,
-} from "../src/relay/server/store.ts";
+import { type RelayStore, StoreUnavailableError } from "../src/relay/server/store.ts";
+import { openRelayStore } from "../src/relay/server/store_open.ts";
 import { generateIdentity } from "../src/noise/hybrid_ik.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { loadLibc } from "../src/util/libc.ts";

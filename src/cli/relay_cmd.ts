@@ -8,7 +8,7 @@
 import { parseArgs } from "node:util";
 import { createLogger, type LogLevel } from "../log/logger.ts";
 import { startRelayServer } from "../relay/server/relay_server.ts";
-import { openRelayStore } from "../relay/server/store.ts";
+import { openRelayStore } from "../relay/server/store_open.ts";
 import {
   announce,
   printLine,

@@ -19,7 +19,8 @@ import { PayloadPool } from "../../websocket/frame.ts";
 import { handleRegistryRequest } from "./registry_api.ts";
 import { Rendezvous } from "./rendezvous.ts";
 import { RendezvousRejection, verifyRendezvousUrl } from "./signing.ts";
-import { openRelayStore, type RelayStore, StoreUnavailableError } from "./store.ts";
+import { type RelayStore, StoreUnavailableError } from "./store.ts";
+import { openRelayStore } from "./store_open.ts";
 import { acceptConnections } from "../../util/accept_loop.ts";
 import { bracketHost } from "../../util/host.ts";
 

@@ -6,7 +6,7 @@
  * own TTL otherwise), and single-use harness authorizations (60 s).
  *
  * Two implementations behind {@linkcode RelayStore}, chosen by
- * {@linkcode openRelayStore}'s URL: Deno KV (`store_kv.ts`; a local file or
+ * `openRelayStore`'s URL (`store_open.ts`): Deno KV (`store_kv.ts`; a local file or
  * in memory — the embedded default) and Redis or any Redis-protocol server
  * (`store_redis.ts`; `redis://` / `rediss://`) for nodes on several machines.
  *
@@ -133,27 +133,10 @@ export function newRegistration(executorPublicKey: NoisePublicKey): Registration
   return { registrationId: `reg_${crypto.randomUUID()}`, executorPublicKey, at: Date.now() };
 }
 
-/** Options of {@linkcode openRelayStore}. */
+/** Options of `openRelayStore`. */
 export interface OpenStoreOptions {
   /** Redis password (overrides one in the URL). */
   readonly password?: string;
   /** Prefix of every Redis key. Default `exec-server:relay:`. */
   readonly keyPrefix?: string;
-}
-
-/**
- * Opens the store `location` names: `redis://[user:password@]host:port/db`
- * or `rediss://…` (TLS) for Redis; otherwise a Deno KV path (a file, or
- * in memory when omitted).
- */
-export async function openRelayStore(
-  location?: string,
-  options: OpenStoreOptions = {},
-): Promise<RelayStore> {
-  if (location !== undefined && /^rediss?:\/\//i.test(location)) {
-    const { RedisRelayStore } = await import("./store_redis.ts");
-    return await RedisRelayStore.open(location, options);
-  }
-  const { KvRelayStore } = await import("./store_kv.ts");
-  return await KvRelayStore.open(location);
 }
