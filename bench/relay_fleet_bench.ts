@@ -5,9 +5,10 @@
 //                   another, through the node that does not hold the executor
 //   store ms        the store operations one connect makes, timed alone
 //                   (token ×2, registration, socket, authorize, consume)
-//   streams         N concurrent harness streams across both nodes (two
-//                   environments, one executor on each node): relay RSS per
-//                   stream, relay CPU per stream per minute while idle
+//   streams         N concurrent harness streams across both nodes (one
+//                   environment per 100 streams, executors alternating between
+//                   the nodes): relay RSS per stream, relay CPU per stream per
+//                   minute while idle
 //
 //   deno run -A bench/relay_fleet_bench.ts [--connects 100] [--streams 1000]
 
@@ -74,6 +75,14 @@ async function node(store: string) {
   };
 }
 
+async function connectOrSay(what: string, options: Parameters<typeof connect>[0]) {
+  try {
+    return await connect(options);
+  } catch (error) {
+    throw new Error(`${what}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
 async function fleet(label: string, store: string) {
   const a = await node(store);
   const b = await node(store);
@@ -81,7 +90,13 @@ async function fleet(label: string, store: string) {
   const servers: ExecServer[] = [];
   const executors: RemoteExecutor[] = [];
   const harness: Record<string, string> = {};
-  for (const [env, at] of [["env-a", a], ["env-b", b]] as const) {
+  // An executor serves at most 128 streams: one environment per 100 streams,
+  // alternating between the nodes (env-a on node a, env-b on node b, …).
+  const envs = Math.max(2, Math.ceil(STREAMS / 100));
+  const envName = (k: number) => k < 2 ? ["env-a", "env-b"][k]! : `env-${k}`;
+  for (let k = 0; k < envs; k++) {
+    const env = envName(k);
+    const at = k % 2 === 0 ? a : b;
     const server = new ExecServer({ logger: nullLogger });
     servers.push(server);
     const executor = await RemoteExecutor.start({
@@ -97,7 +112,7 @@ async function fleet(label: string, store: string) {
   // Connects, one after another, through the other node.
   const t0 = performance.now();
   for (let i = 0; i < CONNECTS; i++) {
-    const c = await connect({
+    const c = await connectOrSay(`${label} connect ${i}`, {
       rendezvous: { registryUrl: b.url, environmentId: "env-a", token: harness["env-a"]! },
       reconnect: false,
     });
@@ -122,25 +137,36 @@ async function fleet(label: string, store: string) {
     await tokens.consume(id);
   }
   const storeMs = (performance.now() - s0) / CONNECTS;
-  // Many concurrent streams, half on each node.
+  // Many concurrent streams, half on each node (a token holds at most 32
+  // sockets: one token per 25 streams).
+  const streamTokens: string[] = [];
+  for (let i = 0; i < STREAMS; i += 25) {
+    streamTokens.push(await tokens.createToken("harness", envName(Math.floor(i / 100))));
+  }
   const before = { a: proc(a.pid), b: proc(b.pid) };
   const clients: ExecServerClient[] = [];
-  for (let i = 0; i < STREAMS; i += 50) {
-    clients.push(
-      ...(await Promise.all(
-        Array.from({ length: Math.min(50, STREAMS - i) }, (_, j) => {
-          const env = (i + j) % 2 === 0 ? "env-a" : "env-b";
-          return connect({
-            rendezvous: {
-              registryUrl: (i + j) % 2 === 0 ? a.url : b.url,
-              environmentId: env,
-              token: harness[env]!,
-            },
-            reconnect: false,
-          });
-        }),
-      )),
+  const failures: string[] = [];
+  // Batches under the executor's 32 pending handshake validations.
+  for (let i = 0; i < STREAMS; i += 20) {
+    const settled = await Promise.allSettled(
+      Array.from({ length: Math.min(20, STREAMS - i) }, (_, j) => {
+        const group = Math.floor((i + j) / 25);
+        const k = Math.floor((i + j) / 100);
+        return connect({
+          rendezvous: {
+            // Through either node: routed to the one holding the executor.
+            registryUrl: group % 2 === 0 ? a.url : b.url,
+            environmentId: envName(k),
+            token: streamTokens[group]!,
+          },
+          reconnect: false,
+        });
+      }),
     );
+    for (const r of settled) {
+      if (r.status === "fulfilled") clients.push(r.value);
+      else failures.push((r.reason as Error).message);
+    }
   }
   const loaded = { a: proc(a.pid), b: proc(b.pid) };
   await new Promise((r) => setTimeout(r, 20_000));
@@ -159,9 +185,13 @@ async function fleet(label: string, store: string) {
   console.log(
     `${label.padEnd(10)} ${perSecond.toFixed(1).padStart(6)} connects/s  store ${
       storeMs.toFixed(2)
-    } ms/connect (${(storeMs / (1000 / perSecond) * 100).toFixed(1)}%)  ${STREAMS} streams: ${
-      rssPerStreamKiB.toFixed(1)
-    } KiB/stream, ${cpuPerStreamMinute.toFixed(3)} ms CPU/stream/min idle`,
+    } ms/connect (${
+      (storeMs / (1000 / perSecond) * 100).toFixed(1)
+    }%)  ${clients.length}/${STREAMS} streams open: ${rssPerStreamKiB.toFixed(1)} KiB/stream, ${
+      cpuPerStreamMinute.toFixed(3)
+    } ms CPU/stream/min idle${
+      failures.length ? `; ${failures.length} failed (first: ${failures[0]})` : ""
+    }`,
   );
 }
 
