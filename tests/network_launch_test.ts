@@ -416,7 +416,15 @@ Deno.test({
           networkProxy: { proxy },
         });
         const id = started.result.processId;
-        await c.notification("process/output", (p) => p.processId === id);
+        // Its trap is set once it says so — not at its first output, which
+        // may be a loaded machine's "Blocking waiting for file lock" from the
+        // bridge (still starting, its own handlers not yet installed).
+        await c.notification(
+          "process/output",
+          (p) =>
+            p.processId === id && p.stream === "stdout" &&
+            new TextDecoder().decode(Uint8Array.fromBase64(p.chunk)).includes("ready"),
+        );
         await c.call("process/signal", { processId: id, signal: "interrupt" });
         const exited = await c.notification("process/exited", (p) => p.processId === id);
         outcomes[named.name] = [
