@@ -483,6 +483,7 @@ Deno.test({
         code: -32603,
         message:
           "sandbox requested but unavailable: routing a sandbox's network to the managed proxy needs a policy that can read everything",
+        data: { kind: "sandboxUnavailable" },
       });
       assert(!(await exists(`${ws}/ran`)));
       // Enforced with no proxy to reach: refused, not run with the policy's network.
@@ -499,6 +500,7 @@ Deno.test({
         code: -32603,
         message:
           "sandbox requested but unavailable: enforceManagedNetwork needs a managed network proxy (send networkProxy, or start the server with --network-proxy)",
+        data: { kind: "sandboxUnavailable" },
       });
       assert(!(await exists(`${ws}/ran`)));
       // Without enforceManagedNetwork nothing is routed: the same policy runs.

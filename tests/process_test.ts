@@ -65,9 +65,12 @@ Deno.test("process/start errors name the problem", async () => {
     message: "argv must not be empty",
   });
   const notFound = await startProcess(c, "e2", ["no-such-cmd"]);
+  // The reference's exact texts (Codex shows them to its model), with
+  // Codex 0.171's kind.
   assertEquals(notFound.error, {
     code: -32603,
     message: "No such file or directory (os error 2)",
+    data: { kind: "spawnNotFound" },
   });
   const rel = await startProcess(c, "e3", ["true"], { cwd: "/tmp" });
   assertEquals(rel.error, {
@@ -77,15 +80,26 @@ Deno.test("process/start errors name the problem", async () => {
   const missing = await startProcess(c, "e4", ["true"], {
     cwd: "file:///tmp/definitely-missing-dir",
   });
-  // The reference's exact texts (Codex shows them to its model).
-  assertEquals(missing.error, { code: -32603, message: "No such file or directory (os error 2)" });
+  assertEquals(missing.error, {
+    code: -32603,
+    message: "No such file or directory (os error 2)",
+    data: { kind: "spawnNotFound" },
+  });
   const isFile = await startProcess(c, "e5", ["true"], { cwd: "file:///etc/passwd" });
-  assertEquals(isFile.error, { code: -32603, message: "Not a directory (os error 20)" });
+  assertEquals(isFile.error, {
+    code: -32603,
+    message: "Not a directory (os error 20)",
+    data: { kind: "spawnFailed" },
+  });
   const plain = await Deno.makeTempFile();
   try {
     await Deno.chmod(plain, 0o644);
     const noExec = await startProcess(c, "e6", [plain]);
-    assertEquals(noExec.error, { code: -32603, message: "Permission denied (os error 13)" });
+    assertEquals(noExec.error, {
+      code: -32603,
+      message: "Permission denied (os error 13)",
+      data: { kind: "spawnPermissionDenied" },
+    });
   } finally {
     await Deno.remove(plain);
   }

@@ -159,10 +159,25 @@ Deno.test({
     const big = await collectProcess(c, "big", 60_000);
     assertEquals(big.stdout.length, 10 * 1024 * 1024);
     assert(big.stdout.every((b) => b === 0x78));
+    // As the reference words a terminal start it cannot resolve.
     const missing = await startProcess(c, "m", ["no-such-program"], tty);
     assertEquals(missing.error, {
       code: -32603,
+      message:
+        'Unable to spawn no-such-program because:\nNo viable candidates found in PATH "/usr/local/bin:/usr/bin:/bin"',
+      data: { kind: "spawnFailed" },
+    });
+    const noPath = await startProcess(c, "m2", ["no-such-program"], { tty: true, env: {} });
+    assertEquals(noPath.error, {
+      code: -32603,
+      message: "Unable to spawn no-such-program because:\nUnable to resolve the PATH",
+      data: { kind: "spawnFailed" },
+    });
+    const absent = await startProcess(c, "m3", ["/no/such/program"], tty);
+    assertEquals(absent.error, {
+      code: -32603,
       message: "No such file or directory (os error 2)",
+      data: { kind: "spawnNotFound" },
     });
     await startProcess(c, "a0", ["sh", "-c", "echo $0"], { ...tty, arg0: "renamed" });
     assertStringIncludes(text((await collectProcess(c, "a0")).stdout), "renamed\r\n");

@@ -10,7 +10,7 @@ import { decodeRelayFrame } from "../src/relay/wire/frame.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { startRelayServer } from "../src/relay/server/relay_server.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
-import { referenceBin } from "./helpers/reference.ts";
+import { referenceBin, referenceVersion } from "./helpers/reference.ts";
 import { CLI, eventually, firstLine } from "./helpers/wire_client.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./helpers/assert.ts";
 import { loadNoiseCrypto } from "../src/noise/primitives.ts";
@@ -158,8 +158,7 @@ Deno.test("relay e2e: a second relay node sharing the KV file routes a harness t
 const REFERENCE = referenceBin();
 
 Deno.test({
-  name:
-    "relay e2e: the real Codex 0.169 executor registers with our relay and our client drives it",
+  name: "relay e2e: the real Codex executor registers with our relay and our client drives it",
   ignore: REFERENCE === null,
   async fn() {
     const relay = await startRelayServer({ port: 0, logger: nullLogger });
@@ -189,7 +188,7 @@ Deno.test({
       const client = await connect({
         rendezvous: { registryUrl: relay.url, environmentId: "env-ref", token: harnessToken },
       });
-      assertEquals(client.environmentInfo?.executorVersion, "0.169.0");
+      assertEquals(client.environmentInfo?.executorVersion, referenceVersion());
       const out = await client.command("/bin/sh", {
         args: ["-c", "echo hi from codex; head -c 300000 /dev/zero | wc -c"],
       }).output();
@@ -354,7 +353,7 @@ Deno.test("relay e2e: forward — a WebSocket exec-server behind our relay, stre
 });
 
 Deno.test({
-  name: "relay CLI: forward puts the Codex 0.169 WebSocket exec-server behind our relay",
+  name: "relay CLI: forward puts the Codex WebSocket exec-server behind our relay",
   ignore: REFERENCE === null,
   async fn() {
     const relay = await startRelayServer({ port: 0, logger: nullLogger });
@@ -396,7 +395,7 @@ Deno.test({
       const client = await connect({
         rendezvous: { registryUrl: relay.url, environmentId: "env-cfwd", token: harnessToken },
       });
-      assertEquals(client.environmentInfo?.executorVersion, "0.169.0");
+      assertEquals(client.environmentInfo?.executorVersion, referenceVersion());
       const out = await client.command("/bin/sh", { args: ["-c", "echo via forward"] }).output();
       assertEquals(new TextDecoder().decode(out.stdout), "via forward\n");
       await client.close();

@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .cache
 
-reference_version="${CODEX_REFERENCE_VERSION:-0.169.0}"
+reference_version="${CODEX_REFERENCE_VERSION:-0.171.0}"
 missing=()
 apt_updated=0
 

@@ -106,17 +106,42 @@ export interface SpawnedChild {
 }
 
 /**
+ * What kind of start failure (Codex 0.171's `data.kind` on a `process/start`
+ * error): the program or working directory is missing, not permitted, any
+ * other spawn failure, or the sandbox could not be had or set up.
+ */
+export type SpawnErrorKind =
+  | "spawnNotFound"
+  | "spawnPermissionDenied"
+  | "spawnFailed"
+  | "sandboxUnavailable"
+  | "sandboxPreparation";
+
+/** The kind of a spawn failure by its OS error (`… (os error 2)`). */
+export function spawnErrorKind(message: string): SpawnErrorKind {
+  const errno = /\(os error (\d+)\)\s*$/.exec(message)?.[1];
+  return errno === "2" ? "spawnNotFound" : errno === "13" ? "spawnPermissionDenied" : "spawnFailed";
+}
+
+/**
  * A spawn failure. `message` is what the reference reports (usually the
- * bare OS error); `detail` names the program or directory, for logs.
+ * bare OS error); `detail` names the program or directory, for logs;
+ * `kind` is what the reference reports as `data.kind`.
  */
 export class SpawnError extends Error {
   /** What failed, for logs (`failed to spawn ls`, `cannot use cwd /x`). */
   readonly detail: string | undefined;
-  /** Creates the error. */
-  constructor(message: string, options?: { cause?: unknown; detail?: string }) {
+  /** See {@linkcode SpawnErrorKind}. */
+  readonly kind: SpawnErrorKind;
+  /** Creates the error (the kind from the message's OS error unless given). */
+  constructor(
+    message: string,
+    options?: { cause?: unknown; detail?: string; kind?: SpawnErrorKind },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "SpawnError";
     this.detail = options?.detail;
+    this.kind = options?.kind ?? spawnErrorKind(message);
   }
 }
 
@@ -230,6 +255,34 @@ export function resolveTarget(request: SpawnRequest): string[] {
   const bash = findInPath("bash", Deno.env.get("PATH") ?? SYSTEM_PATH);
   if (!bash) throw new SpawnError("arg0 here needs bash on the server (exec -a)");
   return [bash, "-c", 'exec -a "$0" "$@"', request.arg0, resolved, ...args];
+}
+
+/**
+ * Fails as the reference fails a terminal start, before spawning: a bare
+ * name is looked up in the child's own `PATH` only (`Unable to spawn X
+ * because:\nNo viable candidates found in PATH "…"`, or `…Unable to resolve
+ * the PATH` without one); a path must exist and be executable (the OS
+ * error, `spawnNotFound` / `spawnPermissionDenied`).
+ */
+export function checkTerminalProgram(request: Pick<SpawnRequest, "argv" | "env" | "cwd">): void {
+  const [program] = request.argv;
+  if (program === undefined) throw new SpawnError("argv must not be empty");
+  if (program.includes("/")) {
+    checkExecutable(program.startsWith("/") ? program : `${request.cwd}/${program}`, program);
+    return;
+  }
+  const path = request.env.PATH;
+  const why = path === undefined
+    ? "Unable to resolve the PATH"
+    : findInPath(program, path) === null
+    ? `No viable candidates found in PATH ${JSON.stringify(path)}`
+    : null;
+  if (why !== null) {
+    throw new SpawnError(`Unable to spawn ${program} because:\n${why}`, {
+      kind: "spawnFailed",
+      detail: `failed to spawn ${program}`,
+    });
+  }
 }
 
 /** Finds an executable `name` in a `:`-separated PATH. */

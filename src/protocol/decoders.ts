@@ -32,7 +32,7 @@ import {
   variant,
   withDefault,
 } from "./decode.ts";
-import { pathUri } from "./path_uri.ts";
+import { cwdUri, pathUri } from "./path_uri.ts";
 import type {
   CapabilitiesDiscoverParams,
   CapabilityRootParam,
@@ -430,7 +430,7 @@ export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
   processId: string,
   metadata: nullable(metadata),
   argv,
-  cwd: pathUri,
+  cwd: cwdUri,
   envPolicy: nullable(envPolicy),
   shellSnapshot: nullable(shellSnapshot),
   env: record(string),

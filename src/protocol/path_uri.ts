@@ -109,3 +109,23 @@ export function toPathUri(path: string | URL): string {
 
 /** A `file:` URI member, decoded to an absolute native path. */
 export const pathUri: Decoder<string> = (v, path) => parsePathUri(string(v, path), path);
+
+/**
+ * `process/start.cwd`: a path URI that names another host (or a drive) is
+ * invalid params there, with the reference's wording (`cwd URI \`…\` is not
+ * valid on this exec-server host: …`).
+ */
+export const cwdUri: Decoder<string> = (v, path) => {
+  const uri = string(v, path);
+  try {
+    return parsePathUri(uri, path);
+  } catch (error) {
+    if (error instanceof RpcError && error.code === JsonRpcCode.InvalidRequest) {
+      throw new RpcError(
+        JsonRpcCode.InvalidParams,
+        `cwd URI \`${uri}\` is not valid on this exec-server host: ${error.message}`,
+      );
+    }
+    throw error;
+  }
+};

@@ -25,6 +25,15 @@ export function referenceBin(): string | null {
   return null;
 }
 
+/** The reference's version (`codex --version` → `0.171.0`), or null without one. */
+export function referenceVersion(): string | null {
+  const bin = referenceBin();
+  if (!bin) return null;
+  const out = new Deno.Command(bin, { args: ["--version"], stdout: "piped", stderr: "null" })
+    .outputSync();
+  return /(\d+\.\d+\.\d+\S*)/.exec(new TextDecoder().decode(out.stdout))?.[1] ?? null;
+}
+
 /**
  * A scratch directory for tests that must not live under `/tmp`: sandbox
  * policies make `/tmp` writable (so an "outside" directory there is not

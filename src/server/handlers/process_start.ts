@@ -12,7 +12,14 @@ import { concatBytes } from "../../util/bytes.ts";
 import { RpcError } from "../../jsonrpc/errors.ts";
 import { computeChildEnv } from "../../process/env_policy.ts";
 import { ManagedProcess } from "../../process/managed_process.ts";
-import { spawnChild, type SpawnedChild, SpawnError } from "../../process/spawn.ts";
+import {
+  checkCwd,
+  checkTerminalProgram,
+  spawnChild,
+  type SpawnedChild,
+  SpawnError,
+  type SpawnErrorKind,
+} from "../../process/spawn.ts";
 import type { DecodedProcessStart } from "../../protocol/decoders.ts";
 import { ErrorCode, internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
 import { ptyBackend } from "../../process/pty/spawn_pty.ts";
@@ -81,6 +88,11 @@ export const defaultStarter: ChildStarter = (request) => {
       throw internalError(
         `tty: true is not supported by this server: ${reason}; environment/info capabilities.tty is false`,
       );
+    }
+    // Inside a sandbox the program is the sandbox's to find.
+    if (!request.sandbox) {
+      checkCwd(request.cwd);
+      checkTerminalProgram(request);
     }
     const { child, pty } = backend.spawn(
       {
@@ -241,8 +253,18 @@ async function launchProxy(
     if (error instanceof NetworkConfigError || error instanceof DomainPatternError) {
       throw invalidParams(`invalid network proxy config: ${error.message}`);
     }
-    throw internalError(`failed to start the network proxy: ${(error as Error).message}`, error);
+    // The process's managed network is part of its sandbox.
+    throw startError(
+      `failed to start the network proxy: ${(error as Error).message}`,
+      "sandboxPreparation",
+      error,
+    );
   }
+}
+
+/** A `-32603` start failure with its kind (`data.kind`, as Codex 0.171 reports it). */
+function startError(message: string, kind: SpawnErrorKind, cause: unknown): RpcError {
+  return new RpcError(ErrorCode.InternalError, message, { cause, data: { kind } });
 }
 
 /**
@@ -266,8 +288,11 @@ async function startChild(
       proxyPorts,
     );
   } catch (error) {
-    if (error instanceof SandboxUnavailableError) throw internalError(error.message, error);
-    throw error;
+    if (error instanceof SandboxUnavailableError) {
+      throw startError(error.message, "sandboxUnavailable", error);
+    }
+    if (error instanceof RpcError) throw error;
+    throw startError((error as Error).message, "sandboxPreparation", error);
   }
   try {
     const result = await launchChild(p, ctx, starter, env, sandbox);
@@ -325,6 +350,7 @@ async function launchChild(
     if (error instanceof SpawnError) {
       throw new RpcError(ErrorCode.InternalError, error.message, {
         cause: error,
+        data: { kind: error.kind },
         ...(error.detail !== undefined ? { logDetail: error.detail } : {}),
       });
     }
