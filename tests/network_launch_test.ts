@@ -557,3 +557,73 @@ Deno.test("network launch: at most 64 open policy questions per proxy; more are 
     await proxy.shutdown();
   }
 });
+
+Deno.test({
+  name:
+    "network launch: transparentTcp is validated as the reference validates it, and refused here rather than run without capture",
+  ignore: !sandboxSupport().available,
+  fn: async () => {
+    const ws = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "ttcp-" });
+    try {
+      const servers = [oursServer(), referenceServer()].filter((s): s is NamedServer => !!s);
+      const answers: Record<string, unknown[]> = {};
+      for (const named of servers) {
+        await using server = named.server;
+        const c = server.client;
+        await c.initialize();
+        const start = async (extra: Msg) =>
+          (await c.call("process/start", {
+            processId: `ttcp${++processes}`,
+            argv: ["/bin/sh", "-c", `touch ${ws}/ran-${named.name}`],
+            cwd: `file://${ws}`,
+            env: { PATH: "/usr/bin:/bin" },
+            tty: false,
+            ...extra,
+          })).error ?? null;
+        const sandbox = sandboxContext(ws, READ_ONLY, "enabled");
+        answers[named.name] = [
+          await start({ networkProxy: { proxy: { ...PROXY, transparentTcp: true } } }),
+          await start({
+            sandbox,
+            enforceManagedNetwork: true,
+            networkProxy: { proxy: { ...PROXY, enableSocks5: false, transparentTcp: true } },
+          }),
+          await start({
+            sandbox,
+            enforceManagedNetwork: true,
+            networkProxy: { proxy: { ...PROXY, transparentTcp: "yes" } },
+          }),
+        ];
+        if (named.name === "ours") {
+          // Well-formed, but this server cannot capture: refused, nothing runs.
+          const refused = await start({
+            sandbox,
+            enforceManagedNetwork: true,
+            networkProxy: { proxy: { ...PROXY, transparentTcp: true } },
+          });
+          assertEquals(refused, {
+            code: -32603,
+            message:
+              "sandbox requested but unavailable: transparent TCP capture is not supported by this server (environment/info capabilities.networkProxyTransparentTcp is false)",
+            data: { kind: "sandboxUnavailable" },
+          });
+          assert(!(await exists(`${ws}/ran-ours`)));
+          const info = await c.call("environment/info", {});
+          assertEquals(info.result.capabilities.networkProxyTransparentTcp, false);
+        }
+      }
+      assertEquals(answers.ours, [
+        { code: -32602, message: "transparent TCP requires a managed Linux sandbox" },
+        {
+          code: -32602,
+          message:
+            "invalid network proxy config: transparent_tcp requires an enabled managed SOCKS5 proxy",
+        },
+        { code: -32602, message: 'invalid type: string "yes", expected a boolean' },
+      ]);
+      if (answers.reference) assertEquals(answers.reference, answers.ours);
+    } finally {
+      await Deno.remove(ws, { recursive: true });
+    }
+  },
+});

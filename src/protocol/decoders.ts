@@ -380,6 +380,7 @@ const remoteProxyConfig = struct<RemoteNetworkProxyConfig>("RemoteNetworkProxyCo
   reviewDomains: optional(array(string)),
   unixSockets: optional(record(unitEnum(["allow", "deny"], true))),
   credentialMasking: withDefault(boolean, false),
+  transparentTcp: withDefault(boolean, false),
 });
 
 const auditMetadata = struct<NetworkProxyAuditMetadata>("NetworkProxyAuditMetadata", {
@@ -414,6 +415,12 @@ const networkProxyLaunch: Decoder<NetworkProxyLaunch> = (v, path) => {
     throw new DecodeError(
       `${PROXY_CONFIG_ERROR}: executor-local network proxy launch requires an enabled proxy`,
       join(proxyPath, "enabled"),
+    );
+  }
+  if (launch.proxy.transparentTcp && !launch.proxy.enableSocks5) {
+    throw new DecodeError(
+      `${PROXY_CONFIG_ERROR}: transparent_tcp requires an enabled managed SOCKS5 proxy`,
+      join(proxyPath, "transparentTcp"),
     );
   }
   for (const pattern of Object.keys(launch.proxy.domains ?? {})) {

@@ -98,6 +98,8 @@ export interface Capabilities {
    * the output produced while it was detached.
    */
   losslessOutput: boolean;
+  /** Reference (0.171): raw TCP of sandboxed children captured into the proxy's policy. */
+  networkProxyTransparentTcp?: boolean;
   /** Extension: buffered `http/request` bodies are capped with a clear error. */
   httpBodyLimit: boolean;
   /**
@@ -1060,6 +1062,13 @@ export interface RemoteNetworkProxyConfig {
    * (capability `credentialMasking`). Default false.
    */
   credentialMasking?: boolean;
+  /**
+   * Codex 0.171: capture the sandboxed child's raw TCP connections into the
+   * proxy's policy. Not supported here yet (capability
+   * `networkProxyTransparentTcp` is false): a start asking for it is refused,
+   * never run without it. Default false.
+   */
+  transparentTcp?: boolean;
 }
 
 /** Who a launched proxy's decisions are attributed to (audit events only). */

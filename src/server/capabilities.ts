@@ -55,6 +55,9 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     closeStdin: has(Method.ProcessCloseStdin),
     outputFlowControl: has(Method.ProcessPauseOutput) && has(Method.ProcessResumeOutput),
     losslessOutput: processes,
+    // Codex 0.171's transparent TCP capture is not built yet; starts asking
+    // for it are refused (see process_start.ts).
+    networkProxyTransparentTcp: false,
     httpBodyLimit: has(Method.HttpRequest),
     httpBodyFlowControl: has(Method.HttpPauseBody) && has(Method.HttpResumeBody) &&
       has(Method.HttpCancelBody),

@@ -203,6 +203,15 @@ export async function startProcess(
   if (session.hasProcess(p.processId)) {
     throw invalidRequest(`process ${p.processId} already exists`);
   }
+  if (p.networkProxy?.proxy.transparentTcp) {
+    if (!p.sandbox) throw invalidParams("transparent TCP requires a managed Linux sandbox");
+    // Asked-for policy this server cannot enforce yet: refused, never weakened.
+    throw startError(
+      "sandbox requested but unavailable: transparent TCP capture is not supported by this server (environment/info capabilities.networkProxyTransparentTcp is false)",
+      "sandboxUnavailable",
+      undefined,
+    );
+  }
   let env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
   // enforceManagedNetwork: a sandbox's only way out is the proxy (none: no way out).
   const routeTo = (proxy: ManagedNetworkEnv | null) =>
