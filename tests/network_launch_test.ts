@@ -406,7 +406,10 @@ Deno.test({
           argv: [
             "/bin/sh",
             "-c",
-            "trap 'echo int; exit 3' INT; echo ready; while :; do sleep 0.05; done",
+            // Waits in the `wait` builtin (a background child ignores SIGINT):
+            // the trap decides. A foreground `sleep` loop made dash itself
+            // die of SIGINT now and then under load (fork/trap race in dash).
+            "trap 'echo int; exit 3' INT; sleep 1000 & echo ready; wait",
           ],
           cwd: `file://${ws}`,
           env: { PATH: "/usr/bin:/bin" },
