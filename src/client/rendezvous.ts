@@ -176,10 +176,7 @@ export function rendezvousTransport(
       bearer: source.token,
       ...(source.accountId ? { accountId: source.accountId } : {}),
     };
-    mint = async (key) => {
-      const b = await connectHarness(endpoint, environmentId, key);
-      return { ...b, executorPublicKey: b.executorPublicKey };
-    };
+    mint = (key) => connectHarness(endpoint, environmentId, key);
   } else {
     mint = source;
   }

@@ -16,6 +16,7 @@
  */
 
 import type { NoisePublicKey } from "../../noise/hybrid_ik.ts";
+import { redactUrl } from "../../websocket/handshake.ts";
 import {
   AUTHORIZATION_TTL_MS,
   type AuthorizationRecord,
@@ -42,18 +43,6 @@ const DELETE_IF_EQUAL =
 /** How long a command may take before the store counts as unavailable. */
 const COMMAND_TIMEOUT_MS = 3000;
 
-/** The URL without its credentials. */
-export function redactRedisUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    u.username = "";
-    u.password = "";
-    return u.href.replace(/\/$/, "");
-  } catch {
-    return "redis (unparseable URL)";
-  }
-}
-
 /** {@linkcode RelayStore} on Redis. */
 export class RedisRelayStore implements RelayStore {
   /** See {@linkcode RelayStore.description}. */
@@ -70,7 +59,14 @@ export class RedisRelayStore implements RelayStore {
   /** Connects to `url`; fails when Redis does not answer. */
   static async open(url: string, options: OpenStoreOptions = {}): Promise<RedisRelayStore> {
     const { Redis } = await import("ioredis");
-    const description = `redis ${redactRedisUrl(url)}`;
+    let shown: string;
+    try {
+      // Without credentials (or a query that could carry them).
+      shown = redactUrl(url);
+    } catch {
+      throw new Error("the relay store URL does not parse");
+    }
+    const description = `redis ${shown}`;
     const redis = new Redis(url, {
       ...(options.password !== undefined ? { password: options.password } : {}),
       lazyConnect: true,

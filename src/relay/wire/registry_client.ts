@@ -10,6 +10,7 @@
 import { describeFetchFailure } from "../../util/fetch_error.ts";
 import { decodePublicKey, type NoisePublicKey, SECURITY_PROFILE } from "../../noise/hybrid_ik.ts";
 import type { RemoteKey } from "../../noise/handshake.ts";
+import { concatBytes } from "../../util/bytes.ts";
 
 /** How to reach a registry. */
 export interface RegistryEndpoint {
@@ -97,13 +98,7 @@ async function readPreview(response: Response, limit: number): Promise<string> {
   } finally {
     await reader.cancel().catch(() => {});
   }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    all.set(c, at);
-    at += c.length;
-  }
-  return new TextDecoder().decode(all.subarray(0, limit));
+  return new TextDecoder().decode(concatBytes(chunks, size).subarray(0, limit));
 }
 
 /** What the registry said: its JSON error message, or a bounded preview of the body. */
