@@ -179,6 +179,8 @@ export class McpConnectionManager implements AsyncDisposable {
   readonly #cancel = new AbortController();
   readonly #complete: Promise<McpStartupSummary>;
   #shutdown: Promise<void> | null = null;
+  /** `listTools()`'s answer until the tools on offer change (calls look names up in it). */
+  #listed: McpToolInfo[] | null = null;
 
   private constructor(options: McpManagerOptions) {
     this.#options = options;
@@ -228,6 +230,12 @@ export class McpConnectionManager implements AsyncDisposable {
     };
   }
 
+  /** The tools on offer changed: the named list is rebuilt at the next `listTools()`. */
+  #toolsChanged(): void {
+    this.#listed = null;
+    this.#options.onToolsChanged?.();
+  }
+
   #set(entry: Entry, state: McpServerState, error?: string): void {
     entry.state = state;
     if (error !== undefined) entry.error = error;
@@ -249,7 +257,7 @@ export class McpConnectionManager implements AsyncDisposable {
           serverInfo: snapshot.serverInfo,
           instructions: snapshot.instructions,
         };
-        this.#options.onToolsChanged?.();
+        this.#toolsChanged();
       }
     }).catch(() => {});
     entry.started = (async () => {
@@ -274,13 +282,13 @@ export class McpConnectionManager implements AsyncDisposable {
         ...(this.#options.onSampling ? { onSampling: this.#options.onSampling } : {}),
         onToolsChanged: () => {
           void this.#saveSnapshot(entry);
-          this.#options.onToolsChanged?.();
+          this.#toolsChanged();
         },
         onClosed: (reason) => {
           if (entry.state !== "ready") return;
           entry.connection = null;
           this.#set(entry, "failed", reason);
-          this.#options.onToolsChanged?.();
+          this.#toolsChanged();
         },
       }, trusted);
     })();
@@ -293,7 +301,7 @@ export class McpConnectionManager implements AsyncDisposable {
       entry.connection = connection;
       entry.cached = null;
       this.#set(entry, "ready");
-      this.#options.onToolsChanged?.();
+      this.#toolsChanged();
       await this.#saveSnapshot(entry);
     }, async (error) => {
       await cacheRead;
@@ -303,7 +311,7 @@ export class McpConnectionManager implements AsyncDisposable {
         this.#logger.warn("mcp.startup_failed", { server: config.name, error: message });
         this.#set(entry, "failed", message);
       }
-      this.#options.onToolsChanged?.();
+      this.#toolsChanged();
     });
   }
 
@@ -368,6 +376,11 @@ export class McpConnectionManager implements AsyncDisposable {
    * the cached ones — all named together, so names are unique across servers.
    */
   listTools(): McpToolInfo[] {
+    this.#listed ??= this.#nameTools();
+    return [...this.#listed];
+  }
+
+  #nameTools(): McpToolInfo[] {
     const byKey = new Map<
       string,
       { entry: Entry; tool: JsonObject; fromCache: boolean; instructions: string | null }
@@ -511,6 +524,7 @@ export class McpConnectionManager implements AsyncDisposable {
       await Promise.allSettled(entries.map((e) => e.started));
       await Promise.allSettled(entries.map((e) => e.connection?.close()));
       for (const e of entries) e.connection = null;
+      this.#listed = null;
       await this.#complete;
       await this.#pool.close();
     })();
