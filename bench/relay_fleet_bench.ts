@@ -20,6 +20,7 @@ import { loadNoiseCrypto } from "../src/noise/primitives.ts";
 import { RemoteExecutor } from "../src/relay/executor/executor.ts";
 import { openRelayStore } from "../src/relay/server/store_open.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
+import { cpu } from "./helpers.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -37,11 +38,10 @@ function freePort(): number {
   return port;
 }
 
+/** CPU ms and RSS (MiB) of `pid` so far. */
 function proc(pid: number): { cpu: number; rssMiB: number } {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   const rss = /VmRSS:\s+(\d+)/.exec(Deno.readTextFileSync(`/proc/${pid}/status`))!;
-  return { cpu: (Number(f[11]) + Number(f[12])) * 10, rssMiB: Number(rss[1]) / 1024 };
+  return { cpu: cpu(pid)[0] * 1000, rssMiB: Number(rss[1]) / 1024 };
 }
 
 async function node(store: string) {

@@ -17,77 +17,11 @@ import { ExecServer } from "../src/server/exec_server.ts";
 import { listenWebSocket } from "../src/server/listen_ws.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { referenceBin, referenceHome } from "./helpers/reference.ts";
-import { CLI, eventually } from "./helpers/wire_client.ts";
+import { CLI, eventually, freePort } from "./helpers/wire_client.ts";
+import { tcpRelay } from "./helpers/tcp_relay.ts";
 import { serverKinds, startWsServer } from "./helpers/ws_server.ts";
 import { BodyStreams, UNCONTROLLED_BODY_LIMIT } from "../src/client/fetch.ts";
 import { ProcessDetachedError } from "../src/client/process.ts";
-
-/** A TCP relay that can refuse and cut connections (an outage between client and server). */
-function cuttableProxy(targetPort: number) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const open = new Set<Deno.Conn>();
-  let up = true;
-  const accepting = (async () => {
-    for await (const conn of listener) {
-      if (!up) {
-        conn.close();
-        continue;
-      }
-      open.add(conn);
-      (async () => {
-        let upstream: Deno.Conn;
-        try {
-          upstream = await Deno.connect({ hostname: "127.0.0.1", port: targetPort });
-        } catch {
-          open.delete(conn);
-          conn.close();
-          return;
-        }
-        open.add(upstream);
-        const done = () => {
-          for (const c of [conn, upstream]) {
-            open.delete(c);
-            try {
-              c.close();
-            } catch { /* closed */ }
-          }
-        };
-        await Promise.race([
-          conn.readable.pipeTo(upstream.writable).catch(() => {}),
-          upstream.readable.pipeTo(conn.writable).catch(() => {}),
-        ]);
-        done();
-      })();
-    }
-  })();
-  return {
-    url: `ws://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-    cut() {
-      up = false;
-      for (const c of open) {
-        try {
-          c.close();
-        } catch { /* closed */ }
-      }
-      open.clear();
-    },
-    restore() {
-      up = true;
-    },
-    async [Symbol.asyncDispose]() {
-      this.cut();
-      listener.close();
-      await accepting.catch(() => {});
-    },
-  };
-}
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 /** Our server or the reference as a process on a fixed port (so it can come back there). */
 async function serverProcess(kind: "ours" | "reference", port: number) {
@@ -130,10 +64,12 @@ async function serverProcess(kind: "ours" | "reference", port: number) {
 Deno.test("client resilience: a cut connection — calls fail promptly, the next call after resumes the session, processes keep streaming", async () => {
   const server = new ExecServer({ logger: nullLogger });
   const listener = listenWebSocket(server, { hostname: "127.0.0.1", port: 0 });
-  await using proxy = cuttableProxy(Number(new URL(listener.url).port));
+  // An outage between client and server: the relay is cut, then restored.
+  const serverPort = Number(new URL(listener.url).port);
+  await using proxy = tcpRelay(() => [serverPort]);
   const events: ReconnectEvent[] = [];
   const client = await connect({
-    url: proxy.url,
+    url: `ws://127.0.0.1:${proxy.port}`,
     // Few, quick background attempts: the outage outlasts them.
     reconnect: { initialDelayMs: 20, maxDelayMs: 50, maxAttempts: 2 },
     connectTimeoutMs: 2000,

@@ -17,10 +17,9 @@ import type { McpServerSpec } from "../src/mcp/server_spec.ts";
 import { nullLogger } from "../src/log/logger.ts";
 import { assert, assertEquals, assertRejects, assertThrows } from "./helpers/assert.ts";
 import { CLI, isDead, ROOT, waitFor } from "./helpers/wire_client.ts";
+import { EVERYTHING_ARGS, textOf } from "./helpers/mcp.ts";
 
 const MEMORY_SERVER = `${ROOT}tests/fixtures/mcp_memory_server.ts`;
-const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
-const CONFIG = new URL("../deno.json", import.meta.url).pathname;
 
 function memorySpec(extra: Partial<McpServerSpec> = {}): McpServerSpec {
   return {
@@ -29,11 +28,6 @@ function memorySpec(extra: Partial<McpServerSpec> = {}): McpServerSpec {
     args: ["run", "-A", "--config", `${ROOT}deno.json`, MEMORY_SERVER],
     ...extra,
   };
-}
-
-function textOf(result: unknown): string {
-  const content = (result as { content: Array<{ type: string; text?: string }> }).content;
-  return content.map((c) => c.text ?? "").join("");
 }
 
 function newClient(): Client {
@@ -178,14 +172,7 @@ Deno.test({
         "everything",
         "--",
         Deno.execPath(),
-        "run",
-        "-A",
-        // Pinned in deno.json/deno.lock and cached before the tests run
-        // (`.ci/run`): a missing cache fails at once instead of downloading.
-        "--cached-only",
-        "--config",
-        CONFIG,
-        EVERYTHING,
+        ...EVERYTHING_ARGS,
       ],
       stderr: "ignore",
     });

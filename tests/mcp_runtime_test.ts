@@ -25,11 +25,18 @@ import { qualifyToolNames } from "../src/mcp/runtime/tool_names.ts";
 import { stripConnectorMeta } from "../src/mcp/runtime/connector_meta.ts";
 import { ToolCache } from "../src/mcp/runtime/tool_cache.ts";
 import { assert, assertEquals, assertRejects, assertThrows } from "./helpers/assert.ts";
-import { eventually, isDead, ourStdioCommand, ROOT, waitFor } from "./helpers/wire_client.ts";
+import {
+  eventually,
+  freePort,
+  isDead,
+  ourStdioCommand,
+  ROOT,
+  waitFor,
+} from "./helpers/wire_client.ts";
+import { EVERYTHING_ARGS, textOf } from "./helpers/mcp.ts";
 import type { TomlTable } from "../src/codex_config/toml_write.ts";
 
 const TINY = `${ROOT}tests/fixtures/mcp_tiny_server.ts`;
-const EVERYTHING = "npm:@modelcontextprotocol/server-everything@2026.8.31";
 const CONFIG = `${ROOT}deno.json`;
 
 function tiny(
@@ -49,16 +56,10 @@ function tiny(
 function everything(name = "everything", extra: TomlTable = {}): McpServerConfig {
   return parseMcpServerConfig(name, {
     command: Deno.execPath(),
-    // Pinned in deno.json/deno.lock and cached by the test setup.
-    args: ["run", "-A", "--cached-only", "--config", CONFIG, EVERYTHING],
+    args: [...EVERYTHING_ARGS],
     startup_timeout_sec: 120,
     ...extra,
   });
-}
-
-function textOf(result: unknown): string {
-  const content = (result as { content: Array<{ type: string; text?: string }> }).content;
-  return content.map((c) => c.text ?? "").join("");
 }
 
 function configError(fn: () => unknown): McpConfigError {
@@ -832,16 +833,7 @@ async function everythingHttp(
   port: number,
 ) {
   const child = await spawn(
-    [
-      Deno.execPath(),
-      "run",
-      "-A",
-      "--cached-only",
-      "--config",
-      CONFIG,
-      EVERYTHING,
-      "streamableHttp",
-    ],
+    [Deno.execPath(), ...EVERYTHING_ARGS, "streamableHttp"],
     { PORT: String(port) },
   );
   const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
@@ -856,13 +848,6 @@ async function everythingHttp(
     while (!(await reader.read().catch(() => ({ done: true }))).done) { /* drain */ }
   })();
   return { url: `http://127.0.0.1:${port}/mcp`, stop: () => child.kill() };
-}
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
 }
 
 Deno.test({

@@ -13,7 +13,8 @@ import { generateIdentity } from "../src/noise/hybrid_ik.ts";
 import { ExecServer } from "../src/server/exec_server.ts";
 import { loadLibc } from "../src/util/libc.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "./helpers/assert.ts";
-import { CLI, eventually, firstLine } from "./helpers/wire_client.ts";
+import { CLI, eventually, firstLine, freePort } from "./helpers/wire_client.ts";
+import { tcpRelay } from "./helpers/tcp_relay.ts";
 
 // Loaded before the tests: both stay open for the process.
 await loadNoiseCrypto();
@@ -28,13 +29,6 @@ const REDIS = (() => {
     return null;
   }
 })();
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 async function answersPing(port: number): Promise<boolean> {
   try {
@@ -146,54 +140,6 @@ async function relayNode(store: string, extra: string[] = []) {
     },
     async [Symbol.asyncDispose]() {
       await this.kill9();
-    },
-  };
-}
-
-/** One address in front of several nodes: each connection goes to the first that accepts. */
-function frontDoor(ports: () => number[]) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const open = new Set<Deno.Conn>();
-  const loop = (async () => {
-    for await (const conn of listener) {
-      open.add(conn);
-      (async () => {
-        let upstream: Deno.Conn | null = null;
-        for (const port of ports()) {
-          try {
-            upstream = await Deno.connect({ hostname: "127.0.0.1", port });
-            break;
-          } catch { /* next node */ }
-        }
-        if (!upstream) {
-          open.delete(conn);
-          conn.close();
-          return;
-        }
-        open.add(upstream);
-        await Promise.race([
-          conn.readable.pipeTo(upstream.writable).catch(() => {}),
-          upstream.readable.pipeTo(conn.writable).catch(() => {}),
-        ]);
-        for (const c of [conn, upstream]) {
-          open.delete(c);
-          try {
-            c.close();
-          } catch { /* closed */ }
-        }
-      })();
-    }
-  })();
-  return {
-    url: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-    async [Symbol.asyncDispose]() {
-      listener.close();
-      for (const c of open) {
-        try {
-          c.close();
-        } catch { /* closed */ }
-      }
-      await loop.catch(() => {});
     },
   };
 }
@@ -398,7 +344,9 @@ Deno.test({
     const nodeA = await relayNode(redis.url);
     await using nodeB = await relayNode(redis.url);
     let alive = [nodeA.port, nodeB.port];
-    await using front = frontDoor(() => alive);
+    // One address in front of both nodes: each connection to the first that accepts.
+    await using door = tcpRelay(() => alive);
+    const front = { url: `http://127.0.0.1:${door.port}` };
     const executorToken = await tokenVia(redis.url, "executor", "env-9");
     const harnessToken = await tokenVia(redis.url, "harness", "env-9");
     const server = new ExecServer({ logger: nullLogger });

@@ -432,6 +432,14 @@ export async function waitFor<T>(
   }
 }
 
+/** A port nothing listens on now (for a server that must come back on the same one). */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
 /** Reads JSON lines from a byte stream: `next()` parses the next line; `cancel()` stops. */
 export function jsonLines(stream: ReadableStream<Uint8Array>) {
   const lines = stream.pipeThrough(new TextDecoderStream()).getReader();
