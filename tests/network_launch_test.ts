@@ -406,10 +406,7 @@ Deno.test({
           argv: [
             "/bin/sh",
             "-c",
-            // Waits in the `wait` builtin (a background child ignores SIGINT):
-            // the trap decides. A foreground `sleep` loop made dash itself
-            // die of SIGINT now and then under load (fork/trap race in dash).
-            "trap 'echo int; exit 3' INT; sleep 1000 & echo ready; wait",
+            "trap 'echo int; exit 3' INT; echo ready; while :; do sleep 0.05; done",
           ],
           cwd: `file://${ws}`,
           env: { PATH: "/usr/bin:/bin" },
