@@ -10,7 +10,8 @@
  * environment (after `--set`/`--unset`, which undo what the bridge's own
  * runtime needed) and the same stdio, and exits with its status: its code,
  * or 128 + N after signal N. Signals to the process group reach the program
- * directly; the bridge ignores them and lives until the program ends.
+ * directly; the bridge ignores them from its start to its exit (it is a
+ * process of its own: call {@linkcode runProxyBridge} only to be one).
  *
  * @module
  */
@@ -57,6 +58,11 @@ export async function runProxyBridge(args: readonly string[]): Promise<number> {
       () => Deno.connect({ transport: "unix", path }),
     )
   );
+  // Ignored until this process exits, never removed: the group's signal
+  // reaches the bridge and the program at once, and Deno may take it up only
+  // after the program has answered it (its trap ran, it exited) — with the
+  // listener gone by then, the bridge would die of it and report 128 + N
+  // instead of the program's status.
   const ignore = () => {};
   for (const signal of GROUP_SIGNALS) Deno.addSignalListener(signal, ignore);
   try {
@@ -83,7 +89,6 @@ export async function runProxyBridge(args: readonly string[]): Promise<number> {
     const status = await child.status;
     return status.signal ? signalExitCode(status.signal) : status.code;
   } finally {
-    for (const signal of GROUP_SIGNALS) Deno.removeSignalListener(signal, ignore);
     await Promise.allSettled(loops.map((l) => l.close()));
   }
 }

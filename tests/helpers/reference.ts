@@ -51,9 +51,26 @@ export function scratchRoot(): string {
   return base;
 }
 
-/** A fresh `CODEX_HOME` for the reference server (see {@linkcode scratchRoot}). */
+const homes: string[] = [];
+
+/**
+ * A fresh `CODEX_HOME` for the reference server (see {@linkcode scratchRoot}),
+ * removed when the test file's worker unloads (every server started in it is
+ * gone by then: the resource sanitizer sees to that).
+ */
 export function referenceHome(): string {
-  return Deno.makeTempDirSync({ dir: scratchRoot(), prefix: "codex-home-" });
+  if (homes.length === 0) {
+    globalThis.addEventListener("unload", () => {
+      for (const dir of homes.splice(0)) {
+        try {
+          Deno.removeSync(dir, { recursive: true });
+        } catch { /* already gone */ }
+      }
+    });
+  }
+  const dir = Deno.makeTempDirSync({ dir: scratchRoot(), prefix: "codex-home-" });
+  homes.push(dir);
+  return dir;
 }
 
 /**
