@@ -163,9 +163,8 @@ export function createOutputSink(
   let failure: unknown = null;
   let drained: PromiseWithResolvers<void> | null = null;
   let controller: WritableStreamDefaultController | null = null;
-  let scratch: Uint8Array | undefined = options.reuseBuffers
-    ? new Uint8Array(64 * 1024)
-    : undefined;
+  // Grown to the batches actually written (an idle connection holds none).
+  let scratch: Uint8Array | undefined = options.reuseBuffers ? new Uint8Array(0) : undefined;
   // Receipts: one promise per batch, shared by every message in it.
   let accumulating: PromiseWithResolvers<boolean> | null = null;
   let inFlight: PromiseWithResolvers<boolean> | null = null;
@@ -180,7 +179,7 @@ export function createOutputSink(
         let size = 0;
         for (const m of batch) size += m.length;
         if (scratch !== undefined && scratch.length < size * 1.1 && size <= MAX_SCRATCH) {
-          scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.ceil(size * 1.25)));
+          scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.max(4096, Math.ceil(size * 1.25))));
         }
         await writeBytes(frameBatch(batch, framing, scratch), batch[0]!.alone);
         inFlight?.resolve(true);

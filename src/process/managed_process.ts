@@ -98,7 +98,14 @@ export interface DenialObserver {
   denied(exitCode: number): boolean;
 }
 
+/**
+ * Output read sizes: an idle process waits with FIRST_READ bytes per stream
+ * (a thousand idle sessions would otherwise hold 128 MiB of empty buffers);
+ * reads that fill the buffer grow it fourfold up to CHUNK.
+ */
+const FIRST_READ = 4 * 1024;
 const CHUNK = 64 * 1024;
+/** Smaller chunks are copied out and the read buffer reused. */
 const SMALL = 16 * 1024;
 
 /** See the module documentation. */
@@ -283,7 +290,8 @@ export class ManagedProcess {
       reader = stream.getReader();
       this.#readers.push(reader);
     }
-    let buffer = new ArrayBuffer(CHUNK);
+    let size = FIRST_READ;
+    let buffer = new ArrayBuffer(size);
     try {
       for (;;) {
         // A disposed process stops waiting (releaseRoom wakes it once; the
@@ -303,13 +311,16 @@ export class ManagedProcess {
         if (byob !== null) {
           const { value, done } = await byob.read(new Uint8Array(buffer));
           if (done || value === undefined) break;
+          if (value.byteLength === size && size < CHUNK) size = Math.min(size * 4, CHUNK);
           if (value.byteLength < SMALL) {
-            // Keep small chunks compact; reuse the big buffer for the next read.
+            // Keep small chunks compact; reuse the buffer for the next read.
             chunk = value.slice();
-            buffer = value.buffer as ArrayBuffer;
+            buffer = value.buffer.byteLength === size
+              ? value.buffer as ArrayBuffer
+              : new ArrayBuffer(size);
           } else {
             chunk = value;
-            buffer = new ArrayBuffer(CHUNK);
+            buffer = new ArrayBuffer(size);
           }
         } else {
           const { value, done } = await reader!.read();

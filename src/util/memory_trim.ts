@@ -14,11 +14,13 @@
  * timestamp). While there is recent work a one-second check runs: once work
  * has been quiet for half a second and the resident size is more than
  * `growthBytes` above the smallest seen (at start or after a trim), it
- * trims. While the size stays up (a reply still being written when it
- * trimmed, output history kept for reconnects) it looks again later, less
- * and less often (up to every 30 s) while trims return little; it stops
- * once there is nothing left to return. An idle server at its usual size
- * has no timer at all. Where trimming is impossible (not Linux/glibc, no
+ * trims. Nothing is armed after a trim: the next work looks again. After a
+ * trim that returned little the memory is live (a thousand sessions, output
+ * kept for reconnects), and a full collection of it costs more the more
+ * there is and finds nothing, so the next one waits for new growth — or
+ * for a while, which doubles (up to 30 s) as long as trims keep returning
+ * little. An idle server has no timer at all, however many sessions it
+ * holds. Where trimming is impossible (not Linux/glibc, no
  * `--allow-ffi`) nothing is scheduled.
  *
  * @module
@@ -63,9 +65,18 @@ export interface MemoryTrimmerOptions {
   readonly growthBytes?: number;
   /** How often the check runs while there is work, ms. Default 1000. */
   readonly checkMs?: number;
+  /** The resident size (tests); default `Deno.memoryUsage().rss`. */
+  readonly residentBytes?: () => number;
+  /**
+   * One trim (tests): a full collection and `malloc_trim`; default the real
+   * one, or null where that is impossible.
+   */
+  readonly trim?: Trim | null;
+  /** The clock (tests); default `performance.now`. */
+  readonly now?: () => number;
 }
 
-/** Longest wait between checks while memory stays up. */
+/** Longest wait between trims that return little. */
 const MAX_DELAY_MS = 30_000;
 
 function residentBytes(): number {
@@ -76,74 +87,106 @@ function residentBytes(): number {
   }
 }
 
+/** A full collection and `malloc_trim`; `close` releases libc. */
+type Trim = (() => Promise<unknown>) & { close?(): void };
+
+/** The real trim, or null where it is impossible (opened at the first use). */
+function realTrim(): Trim | null {
+  const libc = openLibc();
+  if (!libc) return null;
+  const gc = collector();
+  const trim = () => {
+    gc?.();
+    return libc.symbols.malloc_trim(0n).catch(() => 0);
+  };
+  return Object.assign(trim, { close: () => libc.close() });
+}
+
 /** Trims after bursts of work (see the module documentation). */
 export class MemoryTrimmer {
-  #libc: Libc | null | undefined;
-  #gc: (() => void) | null | undefined;
+  #trimFn: Trim | null | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #lastWork = 0;
   /** The smallest resident size seen at start or after a trim. */
-  #floor = residentBytes();
-  #delay: number;
+  #floor: number;
+  /** The resident size right after the last trim: what was live then. */
+  #settled: number;
+  #lastTrim = -Infinity;
+  /** Least time between trims that find no new growth; doubles while they return little. */
+  #backoff: number;
   #running: Promise<unknown> | null = null;
   #closed = false;
   readonly #quietMs: number;
   readonly #growth: number;
   readonly #checkMs: number;
+  readonly #resident: () => number;
+  readonly #now: () => number;
 
   /** Creates a trimmer (libc is opened at the first trim). */
   constructor(options: MemoryTrimmerOptions = {}) {
     this.#quietMs = options.quietMs ?? 500;
     this.#growth = options.growthBytes ?? 32 * 1024 * 1024;
     this.#checkMs = options.checkMs ?? 1000;
-    this.#delay = this.#checkMs;
+    this.#resident = options.residentBytes ?? residentBytes;
+    this.#now = options.now ?? (() => performance.now());
+    if (options.trim !== undefined) this.#trimFn = options.trim;
+    this.#floor = this.#settled = this.#resident();
+    this.#backoff = this.#checkMs;
   }
 
   /** Notes that work happened (cheap: call it per request). */
   note(): void {
-    this.#lastWork = performance.now();
-    this.#delay = this.#checkMs;
-    if (this.#timer === undefined && !this.#closed && this.#libc !== null) this.#arm();
+    this.#lastWork = this.#now();
+    if (this.#timer === undefined && !this.#closed && this.#trimFn !== null) {
+      this.#arm(this.#checkMs);
+    }
   }
 
-  #arm(): void {
+  #arm(delay: number): void {
     // One check at a time: work noted while a trim runs has armed it already.
     if (this.#timer !== undefined) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#check();
-    }, this.#delay);
+    }, delay);
     // Never keeps the process alive by itself.
     Deno.unrefTimer(this.#timer);
   }
 
   #check(): void {
     if (this.#closed) return;
-    if (this.#running || performance.now() - this.#lastWork < this.#quietMs) {
-      this.#arm();
+    const now = this.#now();
+    if (this.#running || now - this.#lastWork < this.#quietMs) {
+      this.#arm(this.#checkMs);
       return;
     }
-    const rss = residentBytes();
+    const rss = this.#resident();
     // Nothing worth returning: stop until the next work.
     if (rss - this.#floor < this.#growth) return;
+    // Grown no further since a trim that returned little: what is resident
+    // is live (many sessions, kept output). A full collection of it would
+    // find nothing, at a cost that grows with it; look again only after a
+    // while, and only when there is work again — never on an idle server.
+    if (rss - this.#settled < this.#growth / 2 && now - this.#lastTrim < this.#backoff) return;
     this.#trim(rss);
   }
 
   #trim(before: number): void {
-    if (this.#libc === undefined) this.#libc = openLibc();
-    if (!this.#libc) return;
-    if (this.#gc === undefined) this.#gc = collector();
-    this.#gc?.();
-    this.#running = this.#libc.symbols.malloc_trim(0n).catch(() => 0).finally(() => {
+    if (this.#trimFn === undefined) this.#trimFn = realTrim();
+    const trim = this.#trimFn;
+    if (!trim) return;
+    this.#running = trim().finally(() => {
       this.#running = null;
-      const after = residentBytes();
+      const after = this.#resident();
       this.#floor = Math.min(this.#floor, after);
-      // Memory still in use (a reply being written, output history): look
-      // again later, less and less often while trims return little.
-      if (before - after < this.#growth / 2) {
-        this.#delay = Math.min(this.#delay * 2, MAX_DELAY_MS);
-      }
-      if (!this.#closed && after - this.#floor >= this.#growth) this.#arm();
+      this.#settled = after;
+      this.#lastTrim = this.#now();
+      // Little came back: it is in use — back off. A burst came back: the
+      // next work may look again a check later. Either way nothing is armed
+      // here: an idle server has no timer.
+      this.#backoff = before - after < this.#growth / 2
+        ? Math.min(this.#backoff * 2, MAX_DELAY_MS)
+        : this.#checkMs;
     });
   }
 
@@ -153,7 +196,7 @@ export class MemoryTrimmer {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#running;
-    this.#libc?.close();
-    this.#libc = null;
+    this.#trimFn?.close?.();
+    this.#trimFn = null;
   }
 }

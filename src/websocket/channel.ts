@@ -91,7 +91,7 @@ const encoder = new TextEncoder();
  * doubling while reads fill the buffer, up to READ_MAX (idle sockets stay
  * small, busy ones read several frames at once).
  */
-const READ_MIN = 16 * 1024;
+const READ_MIN = 4 * 1024;
 const READ_MAX = 256 * 1024;
 /** Size of a recycled batch buffer: 16 relay records with their headers. */
 const SPARE_MAX = 16 * (64 * 1024 + 256);

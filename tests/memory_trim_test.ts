@@ -1,0 +1,107 @@
+// The memory trimmer's schedule (src/util/memory_trim.ts), with its resident
+// size, its trim and its clock injected: a burst is returned, live memory is
+// not collected over and over, and an idle server has no timer.
+
+import { assertEquals } from "./helpers/assert.ts";
+import { MemoryTrimmer } from "../src/util/memory_trim.ts";
+
+const MiB = 1024 * 1024;
+
+/** A trimmer over a fake process: `rss` is what it holds, `garbage` what a trim returns. */
+function fakeProcess() {
+  const state = { rss: 100 * MiB, garbage: 0, now: 0, trims: 0 };
+  const waiters: Array<{ kind: "check" | "trim"; resolve: () => void }> = [];
+  const wake = (kind: "check" | "trim") => {
+    for (const w of waiters.splice(0)) {
+      if (w.kind === kind) w.resolve();
+      else waiters.push(w);
+    }
+  };
+  const trimmer = new MemoryTrimmer({
+    quietMs: 0,
+    checkMs: 5,
+    growthBytes: 32 * MiB,
+    now: () => state.now,
+    residentBytes: () => {
+      queueMicrotask(() => wake("check"));
+      return state.rss;
+    },
+    trim: () => {
+      state.trims++;
+      state.rss -= state.garbage;
+      state.garbage = 0;
+      queueMicrotask(() => wake("trim"));
+      return Promise.resolve();
+    },
+  });
+  // The trimmer's timers never hold the process open: a ref'd one does
+  // while the test waits.
+  // A wait that never ends fails after 20 s instead of hanging the suite.
+  const next = async (kind: "check" | "trim") => {
+    let hold: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        waiters.push({ kind, resolve });
+        hold = setTimeout(() => reject(new Error(`no ${kind} came`)), 20_000);
+      });
+    } finally {
+      clearTimeout(hold);
+    }
+  };
+  return { state, trimmer, next };
+}
+
+Deno.test("memory trim: a burst is returned, and the next work looks again a check later", async () => {
+  const { state, trimmer, next } = fakeProcess();
+  state.rss += 200 * MiB;
+  state.garbage = 100 * MiB;
+  trimmer.note();
+  await next("trim");
+  // 100 MiB came back and 100 MiB is still up (a reply being written when
+  // it ran, since sent): work a check later trims again.
+  state.garbage = 100 * MiB;
+  state.now += 5;
+  trimmer.note();
+  await next("trim");
+  assertEquals([state.trims, state.rss], [2, 100 * MiB]);
+  await trimmer.close();
+});
+
+Deno.test("memory trim: live memory (many sessions) is collected once, not on every check, and never while idle", async () => {
+  const { state, trimmer, next } = fakeProcess();
+  state.rss += 300 * MiB; // a thousand sessions: all of it live
+  trimmer.note();
+  await next("trim");
+  assertEquals(state.trims, 1);
+  // More work, no growth, within the back-off: checked, not collected.
+  state.now += 5;
+  trimmer.note();
+  await next("check");
+  assertEquals(state.trims, 1);
+  // New growth is worth another look at once.
+  state.rss += 20 * MiB;
+  state.garbage = 20 * MiB;
+  trimmer.note();
+  await next("trim");
+  assertEquals([state.trims, state.rss], [2, 400 * MiB]);
+  // Past the back-off, work gets one more look (sessions may have closed).
+  state.now += 60_000;
+  state.garbage = 200 * MiB;
+  trimmer.note();
+  await next("trim");
+  assertEquals([state.trims, state.rss], [3, 200 * MiB]);
+  await trimmer.close();
+});
+
+Deno.test("memory trim: after a trim that returned little, no timer is left behind", async () => {
+  const { state, trimmer, next } = fakeProcess();
+  state.rss += 300 * MiB;
+  trimmer.note();
+  await next("trim");
+  // The resource sanitizer fails this test if a timer is still pending;
+  // none is cleared by hand here (close() is only called at the end, after
+  // the check that nothing is armed: another note would arm one).
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assertEquals(state.trims, 1);
+  await trimmer.close();
+});
