@@ -11,8 +11,8 @@
  * main thread, through FFI).
  *
  * Work only notes that it happened ({@linkcode MemoryTrimmer.note}, a
- * timestamp). While there is recent work a one-second check runs: once work
- * has been quiet for half a second and the resident size is more than
+ * timestamp). A check runs a second after work begins, and then when the
+ * work may have been quiet for half a second: once it has, and the resident size is more than
  * `growthBytes` above the smallest seen (at start or after a trim), it
  * trims. Nothing is armed after a trim: the next work looks again. After a
  * trim that returned little the memory is live (a thousand sessions, output
@@ -156,8 +156,15 @@ export class MemoryTrimmer {
   #check(): void {
     if (this.#closed) return;
     const now = this.#now();
-    if (this.#running || now - this.#lastWork < this.#quietMs) {
+    if (this.#running) {
       this.#arm(this.#checkMs);
+      return;
+    }
+    // Busy: look again when it may have been quiet long enough — a burst's
+    // memory goes back half a second after it, not up to a check later.
+    const quietFor = now - this.#lastWork;
+    if (quietFor < this.#quietMs) {
+      this.#arm(Math.max(this.#quietMs - quietFor, 50));
       return;
     }
     const rss = this.#resident();
