@@ -45,6 +45,7 @@ import {
   ServerRequest,
 } from "../protocol/methods.ts";
 import { toPathUri } from "../protocol/path_uri.ts";
+import { isUnknownSession } from "../protocol/errors.ts";
 import type {
   Capabilities,
   EnvironmentInfo,
@@ -632,7 +633,7 @@ export class ExecServerClient implements AsyncDisposable {
   ): Promise<RemoteProcess> {
     await this.ensureConnected();
     if (this.#processes.has(processId)) {
-      throw new RpcError(-32600, `process ${processId} is already attached`);
+      throw new RpcError(JsonRpcCode.InvalidRequest, `process ${processId} is already attached`);
     }
     const process = this.#newProcess(processId, options);
     try {
@@ -682,7 +683,7 @@ export class ExecServerClient implements AsyncDisposable {
     if (this.#processes.has(processId)) {
       // Refused here: the server would refuse it too, and the first process
       // must keep its routing.
-      throw new RpcError(-32600, `process ${processId} already exists`);
+      throw new RpcError(JsonRpcCode.InvalidRequest, `process ${processId} already exists`);
     }
     const process = this.#newProcess(processId, options);
     const params: ProcessStartParams = {
@@ -803,11 +804,6 @@ function disconnectedRead(params: unknown, reason: string): ProcessReadResult {
 
 /** Attempts of the default reconnect policy (backoff 250 ms · 2^n, ≤ 30 s: about a minute). */
 const DEFAULT_RECONNECT_ATTEMPTS = 8;
-
-function isUnknownSession(error: unknown): boolean {
-  return error instanceof RpcError && error.code === -32600 &&
-    error.message.startsWith("unknown session id");
-}
 
 /** Connects now (and completes the handshake). */
 export async function connect(options: ConnectOptions): Promise<ExecServerClient> {

@@ -1,6 +1,6 @@
 /**
  * Filesystem errors, in three kinds the server maps to protocol codes
- * (§9.1): `not_found` (`-32004`), `invalid` — also permission denied —
+ * (`server/handlers/fs.ts`): `not_found` (`-32004`), `invalid` — also permission denied —
  * (`-32600`) and `internal` (`-32603`). Messages are the OS error text
  * exactly as the reference sends it (Codex copies it into its model's
  * context); the path is `detail`, for the log only.

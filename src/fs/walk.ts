@@ -1,5 +1,5 @@
 /**
- * `fs/walk`: a bounded breadth-first listing (protocol §11.1).
+ * `fs/walk`: a bounded breadth-first listing (README, "Codex's executor-side features").
  *
  * Within a directory entries are sorted by name; the root is not listed.
  * Symlinks to files and dangling links are omitted; a link to a directory is

@@ -1,5 +1,5 @@
 /**
- * `fs/watchMissing` (protocol §11.2): one one-shot watch per connection that
+ * `fs/watchMissing` (README, "Codex's executor-side features"): one one-shot watch per connection that
  * fires when any listed path — or a missing ancestor directory of one —
  * comes into existence.
  *

@@ -8,6 +8,8 @@
  * @module
  */
 
+import type { TraceContext } from "../log/trace_context.ts";
+
 import { DEFAULT_JSON_LIMITS, parseStrictJson, type StrictJsonLimits } from "./strict_json.ts";
 
 /** A request id: an integer (64-bit range) or a string. */
@@ -37,13 +39,7 @@ export interface JsonRpcRequest {
   trace?: TraceContext;
 }
 
-/** W3C trace context carried by a request. */
-export interface TraceContext {
-  /** The `traceparent` value. */
-  traceparent: string;
-  /** The `tracestate` value. */
-  tracestate?: string;
-}
+export type { TraceContext };
 
 /** A one-way message. */
 export interface JsonRpcNotification {

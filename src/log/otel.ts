@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { JsonRpcErrorObject, RequestId, TraceContext } from "../jsonrpc/message.ts";
+import type { TraceContext } from "./trace_context.ts";
 
 /** Runs inbound requests inside spans and names the context for outbound ones. */
 export interface RequestTracer {
@@ -19,7 +19,7 @@ export interface RequestTracer {
    */
   run<T extends object>(
     method: string,
-    id: RequestId,
+    id: number | string | bigint,
     trace: TraceContext | undefined,
     answer: () => Promise<T>,
   ): Promise<T>;
@@ -101,7 +101,7 @@ export async function otelRequestTracer(
         async (span) => {
           try {
             const outcome = await answer();
-            const error = (outcome as { error?: JsonRpcErrorObject }).error;
+            const error = (outcome as { error?: { code: number; message: string } }).error;
             if (error) {
               span.setAttribute("rpc.jsonrpc.error_code", error.code);
               span.setAttribute("rpc.jsonrpc.error_message", error.message);

@@ -77,6 +77,18 @@ interface Entry {
 /** Default {@linkcode McpHttpOptions.maxSessions}. */
 export const DEFAULT_MAX_SESSIONS = 16;
 
+/** The codes of the MCP SDK's Streamable HTTP answers. */
+const HttpRpcCode = {
+  /** The SDK's generic refusal (origin, host, method, missing session id). */
+  Refused: -32000,
+  /** No such session. */
+  SessionNotFound: -32001,
+  /** The body is not JSON. */
+  ParseError: -32700,
+  /** The session could not be opened. */
+  InternalError: -32603,
+} as const;
+
 function rpcError(
   status: number,
   code: number,
@@ -163,19 +175,19 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
     if (new URL(req.url).pathname !== path) return new Response("not found", { status: 404 });
     const origin = req.headers.get("origin");
     if (origin !== null && !isLoopbackOrigin(origin)) {
-      return rpcError(403, -32000, `Forbidden: origin ${origin} is not allowed`);
+      return rpcError(403, HttpRpcCode.Refused, `Forbidden: origin ${origin} is not allowed`);
     }
     const host = req.headers.get("host");
     if (!acceptableHost(host, boundName)) {
-      return rpcError(403, -32000, `Forbidden: host ${host} is not allowed`);
+      return rpcError(403, HttpRpcCode.Refused, `Forbidden: host ${host} is not allowed`);
     }
     if (!["GET", "POST", "DELETE"].includes(req.method)) {
-      return rpcError(405, -32000, "Method not allowed.", { Allow: ALLOWED_METHODS });
+      return rpcError(405, HttpRpcCode.Refused, "Method not allowed.", { Allow: ALLOWED_METHODS });
     }
     const sessionId = req.headers.get("mcp-session-id");
     if (sessionId !== null) {
       const entry = sessions.get(sessionId);
-      if (!entry) return rpcError(404, -32001, "Session not found");
+      if (!entry) return rpcError(404, HttpRpcCode.SessionNotFound, "Session not found");
       entry.active++;
       try {
         return await entry.transport.handleRequest(req);
@@ -185,23 +197,23 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
       }
     }
     if (req.method !== "POST") {
-      return rpcError(400, -32000, "Bad Request: No valid session ID provided");
+      return rpcError(400, HttpRpcCode.Refused, "Bad Request: No valid session ID provided");
     }
     let body: unknown;
     try {
       body = await req.json();
     } catch {
-      return rpcError(400, -32700, "Parse error: the body is not JSON");
+      return rpcError(400, HttpRpcCode.ParseError, "Parse error: the body is not JSON");
     }
     if (!isInitialize(body)) {
-      return rpcError(400, -32000, "Bad Request: No valid session ID provided");
+      return rpcError(400, HttpRpcCode.Refused, "Bad Request: No valid session ID provided");
     }
     if (sessions.size + starting >= maxSessions) {
       const seconds = retryAfter();
       logger.warn("mcp.session_refused", { sessions: sessions.size, starting, maxSessions });
       return rpcError(
         503,
-        -32000,
+        HttpRpcCode.Refused,
         `Service Unavailable: ${maxSessions} sessions are open (the most this endpoint serves); ` +
           `close one with DELETE, or retry after ${seconds} s`,
         { "Retry-After": String(seconds) },
@@ -237,7 +249,11 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
     } catch (error) {
       await transport.close().catch(() => {});
       logger.warn("mcp.session_failed", { error });
-      return rpcError(500, -32603, `cannot start the session: ${(error as Error).message}`);
+      return rpcError(
+        500,
+        HttpRpcCode.InternalError,
+        `cannot start the session: ${(error as Error).message}`,
+      );
     }
     entry.session.closed?.then(() => {
       if (transport.sessionId) void end(transport.sessionId, "backing server ended");

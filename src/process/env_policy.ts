@@ -1,5 +1,5 @@
 /**
- * A child's environment (protocol §7.6).
+ * A child's environment: `process/start.env` under its `envPolicy`.
  *
  * Without a policy the child gets exactly the requested variables. With one:
  * inherit (all / core / none) → default excludes (`*KEY*`, `*SECRET*`,

@@ -307,7 +307,7 @@ export class OutputLog {
   }
 
   /**
-   * Selects retained output after `afterSeq` (protocol §7.3): with
+   * Selects retained output after `afterSeq` (`process/read`): with
    * `maxBytes`, chunks while the total stays within it, but at least one.
    */
   read(afterSeq: number, maxBytes?: number): LogRead {

@@ -1,6 +1,7 @@
 /**
  * Starting a child in its own session and process group: the program is
- * resolved here (§7.7), `arg0` applied through bash's `exec -a`, and the
+ * resolved here ({@linkcode findInPath}: `PATH` from the child's
+ * environment, as the reference), `arg0` applied through bash's `exec -a`, and the
  * whole command line run through the `setsid` program (see
  * {@linkcode spawnChild}), or `Deno.Command`'s `detached` where there is no
  * `setsid`.
@@ -13,7 +14,7 @@ import { signalExitCode } from "./signals.ts";
 
 /** What to run. */
 export interface SpawnRequest {
-  /** Program and arguments (program looked up as in protocol §7.7). */
+  /** Program and arguments (the program looked up by {@linkcode findInPath}). */
   readonly argv: readonly string[];
   /** Absolute working directory. */
   readonly cwd: string;

@@ -31,6 +31,23 @@ export function internalError(message: string, cause?: unknown): RpcError {
   return new RpcError(ErrorCode.InternalError, message, { cause });
 }
 
+/** How the answer to a resume of an unknown (or expired) session begins. */
+const UNKNOWN_SESSION = "unknown session id";
+
+/** `-32600`: `initialize.resumeSessionId` names no session here (any more). */
+export function unknownSession(id: string): RpcError {
+  return invalidRequest(`${UNKNOWN_SESSION} ${id}`);
+}
+
+/**
+ * Whether `error` is {@linkcode unknownSession}'s answer (the reference's
+ * carries no code of its own: its code and opening words tell).
+ */
+export function isUnknownSession(error: unknown): boolean {
+  return error instanceof RpcError && error.code === ErrorCode.InvalidRequest &&
+    error.message.startsWith(UNKNOWN_SESSION);
+}
+
 /** `-32004`: something does not exist. */
 export function notFound(message: string): RpcError {
   return new RpcError(ErrorCode.NotFound, message);

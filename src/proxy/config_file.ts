@@ -169,7 +169,7 @@ export async function fileConfigSource(path: string, checkEveryMs = 250): Promis
 
 /**
  * Reads an administrator's requirements file (JSON or TOML): the keys of
- * network-proxy.md §2.3 at the top level or under `[network]`.
+ * {@linkcode NetworkRequirements} at the top level or under `[network]`.
  */
 export async function loadNetworkRequirementsFile(path: string): Promise<NetworkRequirements> {
   const text = await Deno.readTextFile(path);

@@ -1,6 +1,6 @@
 /**
- * Managed constraints (an administrator's "requirements", network-proxy.md
- * §2.3): limits that every configuration — the initial one, a reloaded one,
+ * Managed constraints (an administrator's "requirements"; README, "Egress
+ * proxy"): limits that every configuration — the initial one, a reloaded one,
  * every live edit — must stay within. Requirements both override the
  * user's configuration ({@linkcode applyNetworkRequirements}) and become
  * {@linkcode NetworkProxyConstraints} that {@linkcode validatePolicyAgainstConstraints}
@@ -234,7 +234,7 @@ export function validatePolicyAgainstConstraints(
   }
 }
 
-/** An administrator's requirements (the keys of §2.3, snake_case). */
+/** An administrator's requirements (the keys of a requirements file, snake_case). */
 export interface NetworkRequirements {
   /** Whether the proxy may run (and does: overrides the configuration). */
   readonly enabled?: boolean;

@@ -1,5 +1,5 @@
 /**
- * Host policy (§3.3 of the design notes): deny wins; without
+ * Host policy (README, "Egress proxy"): deny wins; without
  * `allow_local_binding`, local literals need an exact allow entry and names
  * that resolve to any non-public address (or fail to resolve within 2 s)
  * are refused; then the allow list decides.

@@ -96,7 +96,7 @@ export interface NetworkProxyStateOptions {
   readonly logger?: Logger;
   /** Environment lookup for hook secrets. */
   readonly env?: (name: string) => string | undefined;
-  /** Managed limits every configuration must stay within (§2.3). */
+  /** Managed limits every configuration must stay within ({@linkcode NetworkProxyConstraints}). */
   readonly constraints?: NetworkProxyConstraints;
   /** Allow-list misses are denied outright: the decider is never asked. */
   readonly managedAllowedDomainsOnly?: boolean;

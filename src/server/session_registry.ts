@@ -6,7 +6,7 @@
 
 import type { Logger } from "../log/logger.ts";
 import { RpcError } from "../jsonrpc/errors.ts";
-import { ErrorCode, invalidRequest } from "../protocol/errors.ts";
+import { ErrorCode, unknownSession } from "../protocol/errors.ts";
 import { Session, type SessionAttachment, type SessionTimings } from "./session.ts";
 
 /** See the module documentation. */
@@ -46,7 +46,7 @@ export class SessionRegistry {
    */
   resume(id: string, attachment: SessionAttachment): Session {
     const session = this.#sessions.get(id);
-    if (!session) throw invalidRequest(`unknown session id ${id}`);
+    if (!session) throw unknownSession(id);
     if (session.attached) {
       throw new RpcError(
         ErrorCode.SessionAttached,

@@ -1,6 +1,6 @@
 /**
- * WebSocket upgrade authentication, as the reference does it (protocol
- * §2.4): a Bearer token in the `Authorization` header, checked either
+ * WebSocket upgrade authentication, as the reference does it (README,
+ * "`exec-server serve`"): a Bearer token in the `Authorization` header, checked either
  * against a SHA-256 digest in constant time (`capability-token`) or as an
  * HS256 JWT with `exp`, optional `nbf`, issuer and audience
  * (`signed-bearer-token`). Tokens are never logged.

@@ -1,7 +1,7 @@
 /**
  * Forwarding: an executor whose harness streams are served by another
- * exec-server reached over WebSocket (`exec-server forward`, the "forward"
- * variant of noise-relay.md §6). Each decrypted stream gets its own
+ * exec-server reached over WebSocket (`exec-server forward`; README,
+ * "Encrypted remote mode"). Each decrypted stream gets its own
  * WebSocket connection to the target, and JSON-RPC messages are passed
  * through unchanged both ways (ids, order and backpressure kept); when
  * either side ends, so does the other. Input that does not parse is

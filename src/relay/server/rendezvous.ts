@@ -232,7 +232,7 @@ export class Rendezvous {
         } else if (frame.streamId !== harness.streamId) break;
         if (frame.body!.kind === "resume") continue; // a claim only
         if (frame.traceparent !== undefined) {
-          // Cleartext trace context of a request (§3.7), for correlation.
+          // Cleartext trace context of a request (see secure_connection.ts), for correlation.
           this.#logger.debug("relay.request_trace", {
             stream: frame.streamId,
             traceparent: frame.traceparent,

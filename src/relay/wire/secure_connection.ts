@@ -284,7 +284,8 @@ class RelayStream implements SecureStream {
     const send = this.#send;
     const seq = this.#seq;
     // A traced request travels in a batch of its own: its first record
-    // carries the trace context in the frame (§3.7).
+    // carries the trace context in the frame's cleartext header, for the
+    // relay's logs.
     const trace = (alone as JsonRpcRequest | undefined)?.trace;
     if (trace) {
       const first = bytes.subarray(0, MAX_RECORD_PLAINTEXT);
