@@ -384,3 +384,37 @@ Deno.test("a noisy process does not hold back a quiet one", async () => {
   assert(performance.now() - t0 < 3000, "quick process starved");
   await c.request("process/terminate", { processId: "flood" });
 });
+
+Deno.test("PATH lookup: names remembered as absent are found once their directory gains them", async () => {
+  const { findInPath, SETSID } = await import("../src/process/spawn.ts");
+  // Found at load time (a lookup that failed there once made every start
+  // fall back to a forking spawn, 2.5 times the CPU).
+  assertEquals(SETSID, findInPath("setsid", "/usr/bin:/bin:/usr/sbin:/sbin"));
+  assert(SETSID !== null, "setsid is installed (util-linux)");
+  const root = await Deno.makeTempDir();
+  try {
+    const [early, late] = [`${root}/early`, `${root}/late`];
+    await Deno.mkdir(early);
+    await Deno.mkdir(late);
+    await Deno.writeTextFile(`${late}/tool`, "#!/bin/sh\n", { mode: 0o755 });
+    // Both directories unchanged for a minute: their misses are remembered.
+    const old = new Date(Date.now() - 60_000);
+    await Deno.utime(early, old, old);
+    await Deno.utime(late, old, old);
+    const path = `${early}:${late}`;
+    assertEquals(findInPath("tool", path), `${late}/tool`);
+    assertEquals(findInPath("tool", path), `${late}/tool`);
+    // A file that is not executable is not a candidate, and is looked at again.
+    await Deno.writeTextFile(`${early}/tool`, "#!/bin/sh\n", { mode: 0o644 });
+    assertEquals(findInPath("tool", path), `${late}/tool`);
+    await Deno.chmod(`${early}/tool`, 0o755);
+    assertEquals(findInPath("tool", path), `${early}/tool`);
+    // Removed from the later directory: no stale hit.
+    await Deno.remove(`${early}/tool`);
+    await Deno.remove(`${late}/tool`);
+    assertEquals(findInPath("tool", path), null);
+    assertEquals(findInPath("tool", `${root}/missing:${late}`), null);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});

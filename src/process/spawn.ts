@@ -178,6 +178,24 @@ export function spawnChild(request: SpawnRequest): SpawnedChild {
   }
 }
 
+/**
+ * Names known to be absent from a PATH directory, valid while the
+ * directory's modification time stays what it was. A failed `stat` costs
+ * far more than a successful one (an error object with its stack, a
+ * formatted message): a program found in the fourth PATH directory cost
+ * 1.6 ms per start. Bounded: at most {@linkcode ABSENT_DIRS} directories of
+ * {@linkcode ABSENT_NAMES} names each.
+ */
+const absentIn = new Map<string, { stamp: number; names: Set<string> }>();
+const ABSENT_DIRS = 64;
+const ABSENT_NAMES = 256;
+/**
+ * Only directories unchanged for this long are trusted: a name added later
+ * then moves the modification time past the one cached, even where it is
+ * kept in whole seconds.
+ */
+const SETTLED_MS = 2000;
+
 /** The `setsid` program, when there is one (see {@linkcode spawnInSession}). */
 export const SETSID: string | null = findInPath("setsid", "/usr/bin:/bin:/usr/sbin:/sbin");
 
@@ -288,15 +306,36 @@ export function checkTerminalProgram(request: Pick<SpawnRequest, "argv" | "env" 
 
 /** Finds an executable `name` in a `:`-separated PATH. */
 export function findInPath(name: string, path: string): string | null {
-  for (const dir of path.split(":")) {
-    if (dir === "") continue;
-    const candidate = `${dir.replace(/\/+$/, "")}/${name}`;
+  for (const entry of path.split(":")) {
+    if (entry === "") continue;
+    const dir = entry.replace(/\/+$/, "") || "/";
+    let stamp: number | null = null;
+    try {
+      const mtime = Deno.statSync(dir).mtime?.getTime();
+      if (mtime !== undefined && mtime <= Date.now() - SETTLED_MS) stamp = mtime;
+    } catch {
+      continue; // No such directory: nothing in it.
+    }
+    const known = stamp === null ? undefined : absentIn.get(dir);
+    if (known?.stamp === stamp && known.names.has(name)) continue;
+    const candidate = dir === "/" ? `/${name}` : `${dir}/${name}`;
     try {
       const info = Deno.statSync(candidate);
       if (info.isFile && info.mode !== null && (info.mode & 0o111) !== 0) return candidate;
-    } catch {
-      // Not here.
+    } catch (error) {
+      if (stamp !== null && error instanceof Deno.errors.NotFound) rememberAbsent(dir, stamp, name);
     }
   }
   return null;
+}
+
+function rememberAbsent(dir: string, stamp: number, name: string): void {
+  let known = absentIn.get(dir);
+  if (known?.stamp !== stamp) {
+    if (!known && absentIn.size >= ABSENT_DIRS) absentIn.clear();
+    known = { stamp, names: new Set() };
+    absentIn.set(dir, known);
+  }
+  if (known.names.size >= ABSENT_NAMES) known.names.clear();
+  known.names.add(name);
 }
