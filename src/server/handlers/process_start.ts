@@ -212,7 +212,7 @@ export async function startProcess(
       undefined,
     );
   }
-  let env = computeChildEnv(p.env, p.envPolicy, Deno.env.toObject());
+  let env = computeChildEnv(p.env, p.envPolicy, () => Deno.env.toObject());
   // enforceManagedNetwork: a sandbox's only way out is the proxy (none: no way out).
   const routeTo = (proxy: ManagedNetworkEnv | null) =>
     p.enforceManagedNetwork ? proxy?.managedNetworkContext?.().loopbackPorts ?? [] : null;
