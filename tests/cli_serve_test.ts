@@ -314,10 +314,12 @@ Deno.test("cli help: every command lists -h/--help and --version; remote flags w
     "mcp-bridge",
     "responses-proxy",
     "stdio-to-uds",
+    "mcp-servers",
+    "relay token",
   ];
   const helps = await Promise.all(commands.map(async (c) => {
     const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", CLI, c, "--help"],
+      args: ["run", "-A", "--unstable-kv", CLI, ...c.split(" "), "--help"],
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
@@ -335,6 +337,22 @@ Deno.test("cli help: every command lists -h/--help and --version; remote flags w
     )
   ) {
     assertStringIncludes(text, "--remote <URL> --environment-id <ID>", c);
+  }
+});
+
+Deno.test("cli: a bad --log-level is a usage error (exit 2), whichever command takes it", async () => {
+  const runs = await Promise.all(["serve", "info", "mcp", "relay"].map(async (c) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "--unstable-kv", CLI, c, "--log-level", "loud"],
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    return { c, code: out.code, text: new TextDecoder().decode(out.stderr) };
+  }));
+  for (const { c, code, text } of runs) {
+    assertEquals(code, 2, `${c}: ${text}`);
+    assertStringIncludes(text, "invalid log level `loud`", c);
   }
 });
 

@@ -6,8 +6,7 @@
  */
 
 import { connect, type ConnectOptions, type ExecServerClient } from "../client/client.ts";
-import { createLogger, type LogLevel } from "../log/logger.ts";
-import { environmentIdFlag, readSecretFile, UsageError } from "./common.ts";
+import { commandLogger, environmentIdFlag, readSecretFile, UsageError } from "./common.ts";
 import { resolve } from "node:path";
 import { inProcessTransport } from "../client/in_process.ts";
 import { ExecServer } from "../server/exec_server.ts";
@@ -69,7 +68,7 @@ export function connectOptions(values: {
   stdio?: string;
   "log-level"?: string;
 }): ConnectOptions {
-  const logger = createLogger({ level: (values["log-level"] ?? "warn") as LogLevel });
+  const logger = commandLogger(values["log-level"], "warn");
   if ([values.url, values.stdio, values.remote].filter((v) => v !== undefined).length > 1) {
     throw new UsageError("use one of --url, --stdio or --remote", 2);
   }

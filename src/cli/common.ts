@@ -1,9 +1,13 @@
 /**
- * Shared command-line plumbing: usage errors, value parsers whose messages
- * name the flag, and process-level signal handling.
+ * Shared command-line plumbing: the preamble every command runs
+ * ({@linkcode parseCommand}, {@linkcode commandLogger}), usage errors, value
+ * parsers whose messages name the flag, and process-level signal handling.
  *
  * @module
  */
+
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { createLogger, type Logger, type LogLevel, parseLogLevel } from "../log/logger.ts";
 
 /** A bad command line; printed as `Error: <message>` with exit status 1 (2 for usage). */
 export class UsageError extends Error {
@@ -193,4 +197,55 @@ export function printUsage(text: string): void {
   }
   const body = text.replace(/\n+$/, "");
   console.log(extra.length ? `${body}\n\nEvery command also takes:\n${extra.join("\n")}\n` : text);
+}
+
+/** Every command's `-h/--help`. */
+const HELP_FLAG = { help: { type: "boolean", short: "h" } } as const;
+
+/**
+ * A command's preamble: parses `config.args` (with `-h/--help` added to its
+ * options; a parse error is a {@linkcode UsageError} with status 2) and
+ * prints `usage` for `--help` — then it returns null and the command exits 0.
+ */
+export function parseCommand<const T extends ParseArgsConfig>(
+  config: T,
+  usage: string,
+): ReturnType<typeof parseArgs<T>> | null {
+  const parsed = parseFlags(config);
+  if (parsed === "help") {
+    printUsage(usage);
+    return null;
+  }
+  return parsed;
+}
+
+/**
+ * {@linkcode parseCommand} without the printing: the parsed flags, or
+ * `"help"` when `-h/--help` was given.
+ */
+export function parseFlags<const T extends ParseArgsConfig>(
+  config: T,
+): ReturnType<typeof parseArgs<T>> | "help" {
+  let parsed;
+  try {
+    parsed = parseArgs({ ...config, options: { ...config.options, ...HELP_FLAG } });
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+  if ((parsed.values as { help?: boolean }).help) return "help";
+  return parsed as unknown as ReturnType<typeof parseArgs<T>>;
+}
+
+/** `--log-level` (or `fallback`); an unknown level is a usage error. */
+export function logLevelFlag(level: string | undefined, fallback: LogLevel): LogLevel {
+  try {
+    return parseLogLevel(level ?? fallback);
+  } catch (error) {
+    throw new UsageError(`--log-level: ${(error as Error).message}`, 2);
+  }
+}
+
+/** The logger of `--log-level` (see {@linkcode logLevelFlag}). */
+export function commandLogger(level: string | undefined, fallback: LogLevel): Logger {
+  return createLogger({ level: logLevelFlag(level, fallback) });
 }

@@ -7,11 +7,10 @@
  */
 
 import { RpcError } from "../jsonrpc/errors.ts";
-import { parseArgs } from "node:util";
 import type { ExecServerClient } from "../client/client.ts";
 import type { RemoteProcess } from "../client/process.ts";
 import { connectFromFlags, CONNECTION_FLAGS, CONNECTION_USAGE } from "./client_args.ts";
-import { printUsage, UsageError } from "./common.ts";
+import { parseCommand, UsageError } from "./common.ts";
 import { codexSandbox } from "../client/sandbox_presets.ts";
 
 /** Help text. */
@@ -55,28 +54,19 @@ async function forwardStdin(process: RemoteProcess): Promise<void> {
 
 /** Runs `exec`; returns the exit status. */
 export async function runExec(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        ...CONNECTION_FLAGS,
-        cwd: { type: "string" },
-        env: { type: "string", multiple: true },
-        tty: { type: "boolean" },
-        sandbox: { type: "string" },
-        "managed-network": { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
-  if (parsed.values.help) {
-    printUsage(EXEC_USAGE);
-    return 0;
-  }
+  const parsed = parseCommand({
+    args,
+    allowPositionals: true,
+    options: {
+      ...CONNECTION_FLAGS,
+      cwd: { type: "string" },
+      env: { type: "string", multiple: true },
+      tty: { type: "boolean" },
+      sandbox: { type: "string" },
+      "managed-network": { type: "boolean" },
+    },
+  }, EXEC_USAGE);
+  if (!parsed) return 0;
   const argv = parsed.positionals;
   if (argv.length === 0) {
     throw new UsageError("exec needs a program: exec-server exec -- PROGRAM [ARGS...]", 2);

@@ -6,14 +6,13 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
-import { createLogger, parseLogLevel } from "../log/logger.ts";
 import { RemoteExecutor } from "../relay/executor/executor.ts";
 import { forwardingServer } from "../relay/executor/forward.ts";
 import {
+  commandLogger,
   environmentIdFlag,
   onTerminationSignal,
-  printUsage,
+  parseCommand,
   readSecretFile,
   registrationBearer,
   UsageError,
@@ -48,29 +47,21 @@ Example:
 
 /** Runs the command. */
 export async function runForward(args: string[]): Promise<number> {
-  let v;
-  try {
-    v = parseArgs({
-      args,
-      strict: true,
-      options: {
-        remote: { type: "string" },
-        "environment-id": { type: "string" },
-        name: { type: "string" },
-        "registration-bearer-stdin": { type: "boolean" },
-        to: { type: "string" },
-        "to-token-file": { type: "string" },
-        "log-level": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    }).values;
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
-  if (v.help) {
-    printUsage(FORWARD_USAGE);
-    return 0;
-  }
+  const parsedArgs = parseCommand({
+    args,
+    strict: true,
+    options: {
+      remote: { type: "string" },
+      "environment-id": { type: "string" },
+      name: { type: "string" },
+      "registration-bearer-stdin": { type: "boolean" },
+      to: { type: "string" },
+      "to-token-file": { type: "string" },
+      "log-level": { type: "string" },
+    },
+  }, FORWARD_USAGE);
+  if (!parsedArgs) return 0;
+  const v = parsedArgs.values;
   if (!v.remote) throw new UsageError("--remote URL is required", 2);
   const environmentId = environmentIdFlag(v["environment-id"], "--environment-id is required");
   if (!v.to) throw new UsageError("--to WS_URL is required", 2);
@@ -83,7 +74,7 @@ export async function runForward(args: string[]): Promise<number> {
   if (target.protocol !== "ws:" && target.protocol !== "wss:") {
     throw new UsageError("--to must be a ws:// or wss:// URL", 2);
   }
-  const logger = createLogger({ level: parseLogLevel(v["log-level"] ?? "info") });
+  const logger = commandLogger(v["log-level"], "info");
   const token = v["to-token-file"] ? readSecretFile("to-token-file", v["to-token-file"]) : null;
   const bearer = await registrationBearer(v["registration-bearer-stdin"] ?? false);
   const stop = Promise.withResolvers<string>();

@@ -5,9 +5,8 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
 import { connectFromFlags, CONNECTION_FLAGS, CONNECTION_USAGE } from "./client_args.ts";
-import { printLine, printUsage, UsageError } from "./common.ts";
+import { parseCommand, printLine, printUsage, UsageError } from "./common.ts";
 import type { ExecServerClient } from "../client/client.ts";
 import { isRemoteFailure } from "../client/fs.ts";
 import { progressStream, wantsProgress } from "./progress.ts";
@@ -44,27 +43,22 @@ const ARITY: Record<string, number> = { ls: 1, cat: 1, put: 2, get: 2, stat: 1, 
 /** Runs `fs`; returns the exit status. */
 export async function runFs(args: string[]): Promise<number> {
   // Connection flags may come before or after the subcommand.
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        ...CONNECTION_FLAGS,
-        recursive: { type: "boolean", short: "r" },
-        parents: { type: "boolean", short: "p" },
-        progress: { type: "boolean" },
-        "no-progress": { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
+  const parsed = parseCommand({
+    args,
+    allowPositionals: true,
+    options: {
+      ...CONNECTION_FLAGS,
+      recursive: { type: "boolean", short: "r" },
+      parents: { type: "boolean", short: "p" },
+      progress: { type: "boolean" },
+      "no-progress": { type: "boolean" },
+    },
+  }, FS_USAGE);
+  if (!parsed) return 0;
   const [sub, ...paths] = parsed.positionals;
-  if (parsed.values.help || sub === undefined) {
+  if (sub === undefined) {
     printUsage(FS_USAGE);
-    return sub === undefined && !parsed.values.help ? 2 : 0;
+    return 2;
   }
   if (!(sub in ARITY)) {
     throw new UsageError(
@@ -145,19 +139,8 @@ async function fsCommand(
 
 /** Runs `info`; returns the exit status. */
 export async function runInfo(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      options: { ...CONNECTION_FLAGS, help: { type: "boolean", short: "h" } },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
-  if (parsed.values.help) {
-    printUsage(INFO_USAGE);
-    return 0;
-  }
+  const parsed = parseCommand({ args, options: CONNECTION_FLAGS }, INFO_USAGE);
+  if (!parsed) return 0;
   await using client = await connectFromFlags(parsed.values);
   await printLine(JSON.stringify(client.environmentInfo, null, 2));
   return 0;

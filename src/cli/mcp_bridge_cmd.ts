@@ -5,16 +5,15 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
 import type { ExecServerClient } from "../client/client.ts";
-import { createLogger, type LogLevel } from "../log/logger.ts";
 import { serveMcpBridgeHttp, serveMcpBridgeStdio } from "../mcp/bridge_server.ts";
 import type { McpEnvVar, McpServerSpec } from "../mcp/server_spec.ts";
 import { connectFromFlags, CONNECTION_FLAGS } from "./client_args.ts";
 import {
+  commandLogger,
+  parseCommand,
   parseDuration,
   parsePositiveInt,
-  printUsage,
   terminationSignal,
   UsageError,
 } from "./common.ts";
@@ -59,33 +58,24 @@ Examples:
 
 /** Runs `mcp-bridge`; returns the exit status. */
 export async function runMcpBridge(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        ...CONNECTION_FLAGS,
-        name: { type: "string" },
-        cwd: { type: "string" },
-        env: { type: "string", multiple: true },
-        "env-var": { type: "string", multiple: true },
-        "remote-env-var": { type: "string", multiple: true },
-        http: { type: "string" },
-        host: { type: "string" },
-        "idle-timeout": { type: "string" },
-        "max-sessions": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
+  const parsed = parseCommand({
+    args,
+    allowPositionals: true,
+    options: {
+      ...CONNECTION_FLAGS,
+      name: { type: "string" },
+      cwd: { type: "string" },
+      env: { type: "string", multiple: true },
+      "env-var": { type: "string", multiple: true },
+      "remote-env-var": { type: "string", multiple: true },
+      http: { type: "string" },
+      host: { type: "string" },
+      "idle-timeout": { type: "string" },
+      "max-sessions": { type: "string" },
+    },
+  }, MCP_BRIDGE_USAGE);
+  if (!parsed) return 0;
   const flags = parsed.values;
-  if (flags.help) {
-    printUsage(MCP_BRIDGE_USAGE);
-    return 0;
-  }
   const [command, ...commandArgs] = parsed.positionals;
   if (command === undefined) throw new UsageError("missing the MCP server command after --", 2);
   const env: Record<string, string> = {};
@@ -106,7 +96,7 @@ export async function runMcpBridge(args: string[]): Promise<number> {
     envVars,
     ...(flags.cwd !== undefined ? { cwd: flags.cwd } : {}),
   };
-  const logger = createLogger({ level: (flags["log-level"] ?? "warn") as LogLevel });
+  const logger = commandLogger(flags["log-level"], "warn");
   const remote = flags.url !== undefined || flags.stdio !== undefined || flags.remote !== undefined;
   let client: ExecServerClient | undefined;
   if (remote) client = await connectFromFlags(flags);

@@ -4,17 +4,16 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
 import { connect, type ExecServerClient } from "../client/client.ts";
 import { inProcessTransport } from "../client/in_process.ts";
-import { createLogger, type LogLevel } from "../log/logger.ts";
 import { serveExecToolsHttp, serveExecToolsStdio } from "../mcp/tool_serve.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { CONNECTION_FLAGS, connectOptions } from "./client_args.ts";
 import {
+  commandLogger,
+  parseCommand,
   parseDuration,
   parsePositiveInt,
-  printUsage,
   terminationSignal,
   UsageError,
 } from "./common.ts";
@@ -54,33 +53,24 @@ Example (Claude Desktop, Codex, any MCP client):
 
 /** Runs `mcp`; returns the exit status. */
 export async function runMcp(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      options: {
-        ...CONNECTION_FLAGS,
-        root: { type: "string", multiple: true },
-        "root-check-only": { type: "boolean" },
-        http: { type: "string" },
-        host: { type: "string" },
-        "idle-timeout": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
+  const parsed = parseCommand({
+    args,
+    options: {
+      ...CONNECTION_FLAGS,
+      root: { type: "string", multiple: true },
+      "root-check-only": { type: "boolean" },
+      http: { type: "string" },
+      host: { type: "string" },
+      "idle-timeout": { type: "string" },
+    },
+  }, MCP_USAGE);
+  if (!parsed) return 0;
   const flags = parsed.values;
-  if (flags.help) {
-    printUsage(MCP_USAGE);
-    return 0;
-  }
   const roots = flags.root ?? [];
   for (const root of roots) {
     if (!root.startsWith("/")) throw new UsageError(`--root must be absolute, got ${root}`, 2);
   }
-  const logger = createLogger({ level: (flags["log-level"] ?? "warn") as LogLevel });
+  const logger = commandLogger(flags["log-level"], "warn");
   let local: ExecServer | null = null;
   let client: ExecServerClient;
   if (flags.url !== undefined || flags.stdio !== undefined || flags.remote !== undefined) {

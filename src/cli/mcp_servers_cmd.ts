@@ -6,16 +6,16 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
 import type { ConnectOptions } from "../client/client.ts";
-import { createLogger, type LogLevel } from "../log/logger.ts";
 import type { McpServerConfig } from "../mcp/runtime/config.ts";
 import { loadMcpServerConfigs } from "../mcp/runtime/load.ts";
 import { McpConnectionManager, type McpStatusEvent } from "../mcp/runtime/manager.ts";
 import type { McpEnvironmentTarget } from "../mcp/runtime/placement.ts";
 import { splitCommand } from "./client_args.ts";
 import {
+  commandLogger,
   onTerminationSignal,
+  parseCommand,
   printLine,
   printUsage,
   readSecretFile,
@@ -173,32 +173,27 @@ function textOf(result: Record<string, unknown>): string {
 
 /** Runs `mcp-servers`; returns the exit status. */
 export async function runMcpServers(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        "config-home": { type: "string" },
-        config: { type: "string", short: "c", multiple: true },
-        cd: { type: "string" },
-        environment: { type: "string", multiple: true },
-        "environment-token": { type: "string", multiple: true },
-        "no-cache": { type: "boolean" },
-        json: { type: "boolean" },
-        quiet: { type: "boolean" },
-        "log-level": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
+  const parsed = parseCommand({
+    args,
+    allowPositionals: true,
+    options: {
+      "config-home": { type: "string" },
+      config: { type: "string", short: "c", multiple: true },
+      cd: { type: "string" },
+      environment: { type: "string", multiple: true },
+      "environment-token": { type: "string", multiple: true },
+      "no-cache": { type: "boolean" },
+      json: { type: "boolean" },
+      quiet: { type: "boolean" },
+      "log-level": { type: "string" },
+    },
+  }, MCP_SERVERS_USAGE);
+  if (!parsed) return 0;
   const flags = parsed.values;
   const [command, ...rest] = parsed.positionals;
-  if (flags.help || command === undefined) {
+  if (command === undefined) {
     printUsage(MCP_SERVERS_USAGE);
-    return command === undefined && !flags.help ? 2 : 0;
+    return 2;
   }
   if (!["list", "status", "tools", "call"].includes(command)) {
     throw new UsageError(`unknown mcp-servers command: ${command}`, 2);
@@ -258,7 +253,7 @@ export async function runMcpServers(args: string[]): Promise<number> {
     }
   }
 
-  const logger = createLogger({ level: (flags["log-level"] ?? "warn") as LogLevel });
+  const logger = commandLogger(flags["log-level"], "warn");
   const manager = McpConnectionManager.start({
     servers: selected,
     environments: environments(

@@ -4,12 +4,17 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
-import { createLogger, type LogLevel } from "../log/logger.ts";
 import type { NetworkDecision, NetworkPolicyRequest } from "../proxy/decision.ts";
 import { startNetworkProxyFromFile } from "../proxy/start.ts";
 import { loadNetworkRequirementsFile } from "../proxy/config_file.ts";
-import { parseDuration, printLine, printUsage, terminationSignal, UsageError } from "./common.ts";
+import {
+  commandLogger,
+  parseCommand,
+  parseDuration,
+  printLine,
+  terminationSignal,
+  UsageError,
+} from "./common.ts";
 import { formatHostPort } from "../util/host.ts";
 
 /** Help text. */
@@ -98,31 +103,22 @@ function stdioDecider(
 
 /** Runs `proxy`; returns the exit status. */
 export async function runProxy(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      options: {
-        config: { type: "string" },
-        ephemeral: { type: "boolean" },
-        requirements: { type: "string" },
-        home: { type: "string" },
-        prompt: { type: "boolean" },
-        "prompt-timeout": { type: "string" },
-        "log-level": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
+  const parsed = parseCommand({
+    args,
+    options: {
+      config: { type: "string" },
+      ephemeral: { type: "boolean" },
+      requirements: { type: "string" },
+      home: { type: "string" },
+      prompt: { type: "boolean" },
+      "prompt-timeout": { type: "string" },
+      "log-level": { type: "string" },
+    },
+  }, PROXY_USAGE);
+  if (!parsed) return 0;
   const flags = parsed.values;
-  if (flags.help) {
-    printUsage(PROXY_USAGE);
-    return 0;
-  }
   if (!flags.config) throw new UsageError("--config FILE is required", 2);
-  const logger = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
+  const logger = commandLogger(flags["log-level"], "info");
   const timeout = parseDuration("prompt-timeout", flags["prompt-timeout"] ?? "60s");
   const requirements = flags.requirements
     ? await loadNetworkRequirementsFile(flags.requirements)

@@ -5,12 +5,12 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
-import { createLogger, type LogLevel } from "../log/logger.ts";
 import { startRelayServer } from "../relay/server/relay_server.ts";
 import { openRelayStore } from "../relay/server/store_open.ts";
 import {
   announce,
+  commandLogger,
+  parseCommand,
   printLine,
   printUsage,
   readSecretFile,
@@ -70,30 +70,21 @@ function parseListen(value: string): { hostname: string; port: number } {
 /** Runs `relay`; returns the exit status. */
 export async function runRelay(args: string[]): Promise<number> {
   if (args[0] === "token") return await runToken(args.slice(1));
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      options: {
-        listen: { type: "string" },
-        kv: { type: "string" },
-        store: { type: "string" },
-        "store-password-file": { type: "string" },
-        "public-url": { type: "string" },
-        "log-level": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
+  const parsed = parseCommand({
+    args,
+    options: {
+      listen: { type: "string" },
+      kv: { type: "string" },
+      store: { type: "string" },
+      "store-password-file": { type: "string" },
+      "public-url": { type: "string" },
+      "log-level": { type: "string" },
+    },
+  }, RELAY_USAGE);
+  if (!parsed) return 0;
   const flags = parsed.values;
-  if (flags.help) {
-    printUsage(RELAY_USAGE);
-    return 0;
-  }
   const listen = parseListen(flags.listen ?? "http://127.0.0.1:0");
-  const logger = createLogger({ level: (flags["log-level"] ?? "info") as LogLevel });
+  const logger = commandLogger(flags["log-level"], "info");
   const { location, password } = storeFlags(flags);
   const relay = await startRelayServer({
     ...listen,
@@ -113,25 +104,38 @@ export async function runRelay(args: string[]): Promise<number> {
   return 0;
 }
 
+const RELAY_TOKEN_USAGE =
+  `exec-server relay token create — mint a relay token into the relay's store
+
+Usage: exec-server relay token create --role executor|harness --environment ID --store URL|PATH
+
+Options:
+  --role <ROLE>                 executor or harness
+  --environment <ID>            the environment the token is for
+  --store <URL|PATH>            the relay's store (redis://…, or Deno KV)
+  --kv <PATH|URL>              same as --store
+  --store-password-file <PATH>  the store's password, from a file
+`;
+
 async function runToken(args: string[]): Promise<number> {
+  if (args[0] === "--help" || args[0] === "-h") {
+    printUsage(RELAY_TOKEN_USAGE);
+    return 0;
+  }
   if (args[0] !== "create") {
     throw new UsageError("usage: exec-server relay token create --role ROLE --environment ID", 2);
   }
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: args.slice(1),
-      options: {
-        role: { type: "string" },
-        environment: { type: "string" },
-        kv: { type: "string" },
-        store: { type: "string" },
-        "store-password-file": { type: "string" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
+  const parsed = parseCommand({
+    args: args.slice(1),
+    options: {
+      role: { type: "string" },
+      environment: { type: "string" },
+      kv: { type: "string" },
+      store: { type: "string" },
+      "store-password-file": { type: "string" },
+    },
+  }, RELAY_TOKEN_USAGE);
+  if (!parsed) return 0;
   const { role, environment } = parsed.values;
   const { location, password } = storeFlags(parsed.values);
   if (role !== "executor" && role !== "harness") {

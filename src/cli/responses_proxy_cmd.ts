@@ -4,11 +4,10 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
 import { dirname } from "node:path";
 import { readApiKeyHeader } from "../sidecars/api_key.ts";
 import { DEFAULT_RESPONSES_UPSTREAM, startResponsesProxy } from "../sidecars/responses_proxy.ts";
-import { onTerminationSignal, parsePositiveInt, printUsage, UsageError } from "./common.ts";
+import { onTerminationSignal, parseCommand, parsePositiveInt, UsageError } from "./common.ts";
 
 /** Help text. */
 export const RESPONSES_PROXY_USAGE = `Usage: exec-server responses-proxy [OPTIONS] < API_KEY
@@ -33,28 +32,19 @@ Example:
 
 /** Runs `responses-proxy`; returns the exit status. */
 export async function runResponsesProxy(args: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      options: {
-        port: { type: "string" },
-        "server-info": { type: "string" },
-        "upstream-url": { type: "string" },
-        "http-shutdown": { type: "boolean" },
-        "dump-dir": { type: "string" },
-        "ca-cert": { type: "string", multiple: true },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
+  const parsed = parseCommand({
+    args,
+    options: {
+      port: { type: "string" },
+      "server-info": { type: "string" },
+      "upstream-url": { type: "string" },
+      "http-shutdown": { type: "boolean" },
+      "dump-dir": { type: "string" },
+      "ca-cert": { type: "string", multiple: true },
+    },
+  }, RESPONSES_PROXY_USAGE);
+  if (!parsed) return 0;
   const flags = parsed.values;
-  if (flags.help) {
-    printUsage(RESPONSES_PROXY_USAGE);
-    return 0;
-  }
   const port = flags.port === undefined ? 0 : parsePort(flags.port);
   const caCerts = (flags["ca-cert"] ?? []).map((path) => Deno.readTextFileSync(path));
   // The key is read before anything listens.

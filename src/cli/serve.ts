@@ -5,8 +5,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
-import { consoleWrite, createLogger, type LogLevel, parseLogLevel } from "../log/logger.ts";
+import { consoleWrite, createLogger, type LogLevel } from "../log/logger.ts";
 import { otelRequestTracer } from "../log/otel.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
@@ -19,9 +18,11 @@ import { VERSION } from "../version.ts";
 import {
   announce,
   environmentIdFlag,
+  logLevelFlag,
   onTerminationSignal,
   parseByteSize,
   parseDuration,
+  parseFlags,
   parsePositiveInt,
   printLine,
   readSecretFile,
@@ -237,43 +238,37 @@ export function parseServeArgs(
   args: string[],
   env: Record<string, string | undefined> = Deno.env.toObject(),
 ): ServeConfig | "help" {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: false,
-      strict: true,
-      options: {
-        listen: { type: "string" },
-        "concurrent-requests": { type: "string" },
-        "exit-on-stdin-close": { type: "boolean" },
-        "log-level": { type: "string" },
-        "process-retention": { type: "string" },
-        "session-ttl": { type: "string" },
-        "http-body-limit": { type: "string" },
-        "ws-auth": { type: "string" },
-        "ws-token-file": { type: "string" },
-        "ws-token-sha256": { type: "string" },
-        "ws-shared-secret-file": { type: "string" },
-        "ws-issuer": { type: "string" },
-        "ws-audience": { type: "string" },
-        "ws-max-clock-skew-seconds": { type: "string" },
-        "allow-unauthenticated": { type: "boolean" },
-        "network-proxy": { type: "string" },
-        "network-requirements": { type: "string" },
-        remote: { type: "string" },
-        "environment-id": { type: "string" },
-        name: { type: "string" },
-        "registration-bearer-stdin": { type: "boolean" },
-        "linux-sandbox-pid-namespace": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
-  }
+  const parsed = parseFlags({
+    args,
+    allowPositionals: false,
+    strict: true,
+    options: {
+      listen: { type: "string" },
+      "concurrent-requests": { type: "string" },
+      "exit-on-stdin-close": { type: "boolean" },
+      "log-level": { type: "string" },
+      "process-retention": { type: "string" },
+      "session-ttl": { type: "string" },
+      "http-body-limit": { type: "string" },
+      "ws-auth": { type: "string" },
+      "ws-token-file": { type: "string" },
+      "ws-token-sha256": { type: "string" },
+      "ws-shared-secret-file": { type: "string" },
+      "ws-issuer": { type: "string" },
+      "ws-audience": { type: "string" },
+      "ws-max-clock-skew-seconds": { type: "string" },
+      "allow-unauthenticated": { type: "boolean" },
+      "network-proxy": { type: "string" },
+      "network-requirements": { type: "string" },
+      remote: { type: "string" },
+      "environment-id": { type: "string" },
+      name: { type: "string" },
+      "registration-bearer-stdin": { type: "boolean" },
+      "linux-sandbox-pid-namespace": { type: "string" },
+    },
+  });
+  if (parsed === "help") return "help";
   const v = parsed.values;
-  if (v.help) return "help";
   const listen = parseListen(v.listen ?? "ws://127.0.0.1:0");
   const envExit = env.CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE;
   const exitOnStdinClose = v["exit-on-stdin-close"] ??
@@ -298,7 +293,7 @@ export function parseServeArgs(
       ? 32
       : parsePositiveInt("concurrent-requests <COUNT>", v["concurrent-requests"]),
     exitOnStdinClose,
-    logLevel: parseLogLevel(v["log-level"] ?? "info"),
+    logLevel: logLevelFlag(v["log-level"], "info"),
     auth,
     allowUnauthenticated: v["allow-unauthenticated"] ?? false,
     processRetentionMs: parseDuration("process-retention", v["process-retention"] ?? "80"),

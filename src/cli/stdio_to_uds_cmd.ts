@@ -5,7 +5,7 @@
  */
 
 import { relayStdioToUnixSocket } from "../sidecars/stdio_to_uds.ts";
-import { printUsage, UsageError } from "./common.ts";
+import { parseCommand, UsageError } from "./common.ts";
 
 /** Help text. */
 export const STDIO_TO_UDS_USAGE = `Usage: exec-server stdio-to-uds SOCKET_PATH
@@ -21,16 +21,15 @@ Example (an MCP client that can only launch stdio servers):
 
 /** Runs `stdio-to-uds`; returns the exit status. */
 export async function runStdioToUds(args: string[]): Promise<number> {
-  if (args.includes("--help") || args.includes("-h")) {
-    printUsage(STDIO_TO_UDS_USAGE);
-    return 0;
-  }
-  if (args.length === 0) {
+  const parsed = parseCommand({ args, allowPositionals: true, options: {} }, STDIO_TO_UDS_USAGE);
+  if (!parsed) return 0;
+  const paths = parsed.positionals;
+  if (paths.length === 0) {
     throw new UsageError("stdio-to-uds needs SOCKET_PATH: exec-server stdio-to-uds SOCKET_PATH", 2);
   }
-  if (args.length > 1) {
-    throw new UsageError(`stdio-to-uds takes one SOCKET_PATH, got ${args.length} arguments`, 2);
+  if (paths.length > 1) {
+    throw new UsageError(`stdio-to-uds takes one SOCKET_PATH, got ${paths.length} arguments`, 2);
   }
-  await relayStdioToUnixSocket(args[0]!);
+  await relayStdioToUnixSocket(paths[0]!);
   return 0;
 }
