@@ -93,6 +93,8 @@ const encoder = new TextEncoder();
  */
 const READ_MIN = 4 * 1024;
 const READ_MAX = 256 * 1024;
+/** An unmasked ping with no payload: FIN + opcode 9, length 0. */
+const UNMASKED_EMPTY_PING = new Uint8Array([0x80 | Opcode.Ping, 0]);
 /** Size of a recycled batch buffer: 16 relay records with their headers. */
 const SPARE_MAX = 16 * (64 * 1024 + 256);
 /** Recycled batch buffers kept per channel. */
@@ -209,8 +211,11 @@ export class WebSocketChannel {
       this.#pingTimer = undefined;
       if (this.#ended || this.#closeSent) return;
       if (this.#pongTimer === undefined) {
-        this.writeRaw(...encodeFrame(Opcode.Ping, new Uint8Array(0), this.#masked))
-          .catch(() => {});
+        // A server's ping is always the same two bytes (a client's is masked).
+        const ping = this.#masked
+          ? encodeFrame(Opcode.Ping, new Uint8Array(0), true)
+          : [UNMASKED_EMPTY_PING];
+        this.writeRaw(...ping).catch(() => {});
         if (this.#pongTimeoutMs > 0) {
           this.#pongTimer = setTimeout(() => this.abort("pong_timeout"), this.#pongTimeoutMs);
         }

@@ -53,7 +53,7 @@ export async function acceptWebSocket(
   await writer.write(encodeResponse(101, {
     upgrade: "websocket",
     connection: "Upgrade",
-    "sec-websocket-accept": await acceptKey(key),
+    "sec-websocket-accept": acceptKey(key),
   }));
   writer.releaseLock();
   reader.releaseLock();
@@ -163,7 +163,7 @@ async function dial(
         body,
       );
     }
-    if (head.headers.get("sec-websocket-accept") !== await acceptKey(key)) {
+    if (head.headers.get("sec-websocket-accept") !== acceptKey(key)) {
       throw new WebSocketHandshakeError(`WebSocket upgrade to ${shown} returned a bad accept key`);
     }
     writer.releaseLock();
