@@ -14,10 +14,9 @@
 import { concatBytes } from "../util/bytes.ts";
 import { type ByteWriter, writeAll } from "../util/conn_io.ts";
 import {
-  applyMask,
   CloseCode,
   encodeFrame,
-  encodeFrameHeader,
+  type Frame,
   frameInPlace,
   FrameParser,
   Opcode,
@@ -25,7 +24,17 @@ import {
   WebSocketProtocolError,
 } from "./frame.ts";
 import type { Framing } from "../util/framing.ts";
-import { strictUtf8Decoder } from "../util/utf8.ts";
+import { MessageAssembler, type WebSocketMessage } from "./assembler.ts";
+import {
+  closePayload,
+  encodeMessage,
+  frameBinaryBatch,
+  type FrameLimits,
+  textFraming,
+} from "./sender.ts";
+
+export { isValidCloseCode, type WebSocketMessage } from "./assembler.ts";
+export { truncateUtf8 } from "./sender.ts";
 
 /** The duplex byte stream a channel runs over (e.g. a `Deno.Conn`). */
 export interface ByteDuplex {
@@ -82,10 +91,6 @@ export interface WebSocketCloseInfo {
   readonly wasClean: boolean;
 }
 
-/** An inbound data message: text frames give strings, binary frames bytes. */
-export type WebSocketMessage = string | Uint8Array;
-
-const encoder = new TextEncoder();
 /**
  * Bytes asked of the transport per read between payloads: from READ_MIN,
  * doubling while reads fill the buffer, up to READ_MAX (idle sockets stay
@@ -104,8 +109,6 @@ const DIRECT_READ_MIN = 128 * 1024;
 
 /** A WebSocket endpoint; see the module documentation. */
 export class WebSocketChannel {
-  /** Inbound data messages, pulled on demand. */
-  readonly messages: ReadableStream<WebSocketMessage>;
   /** Resolves once when the channel has ended. */
   readonly closed: Promise<WebSocketCloseInfo>;
   /** Largest message this side accepts. */
@@ -140,16 +143,16 @@ export class WebSocketChannel {
   #pingIntervalMs: number;
   #pongTimeoutMs: number;
   #pongTimer: ReturnType<typeof setTimeout> | undefined;
-  #fragments: Uint8Array[] = [];
-  #fragmentBytes = 0;
-  #fragmentOpcode = -1;
-  #pendingFrames: import("./frame.ts").Frame[] = [];
+  #pendingFrames: Frame[] = [];
   #leftover: Uint8Array | undefined;
   /** The read in progress, if any (reads are serialised). */
   #reading: Promise<WebSocketMessage | null> | null = null;
   /** Set once {@linkcode nextMessage} is used: that consumer drains at close. */
   #directConsumer = false;
-  #decode = strictUtf8Decoder();
+  /** {@linkcode messages}, made on first use. */
+  #messages: ReadableStream<WebSocketMessage> | null = null;
+  #assembler: MessageAssembler;
+  #limits: FrameLimits;
 
   /** Wraps `transport`; the HTTP handshake must already be done. */
   constructor(transport: ByteDuplex, options: WebSocketChannelOptions) {
@@ -189,7 +192,18 @@ export class WebSocketChannel {
     this.#pingIntervalMs = options.pingIntervalMs ?? 30_000;
     this.#pongTimeoutMs = options.pongTimeoutMs ?? 0;
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
-    this.messages = new ReadableStream<WebSocketMessage>({
+    this.#assembler = new MessageAssembler(this.maxMessageBytes);
+    this.#limits = { masked: this.#masked, maxFrameBytes: this.maxFrameBytes };
+    this.#schedulePing();
+  }
+
+  /**
+   * Inbound data messages as a stream, pulled on demand (made on first use:
+   * a consumer of {@linkcode nextMessage} never pays for it). Cancelling it
+   * closes the channel (1001).
+   */
+  get messages(): ReadableStream<WebSocketMessage> {
+    return this.#messages ??= new ReadableStream<WebSocketMessage>({
       pull: async (controller) => {
         const message = await this.#nextMessage();
         if (message === null) controller.close();
@@ -197,7 +211,6 @@ export class WebSocketChannel {
       },
       cancel: () => this.close(CloseCode.GoingAway, "consumer cancelled"),
     }, { highWaterMark: 0 });
-    this.#schedulePing();
   }
 
   /** True once the channel has ended. */
@@ -258,23 +271,7 @@ export class WebSocketChannel {
    * Returns the bytes to hand to {@linkcode writeRaw}.
    */
   encodeMessage(data: string | Uint8Array): Uint8Array[] {
-    const text = typeof data === "string";
-    const payload = text ? encoder.encode(data) : data;
-    const opcode = text ? Opcode.Text : Opcode.Binary;
-    if (payload.length <= this.maxFrameBytes) return encodeFrame(opcode, payload, this.#masked);
-    const out: Uint8Array[] = [];
-    for (let offset = 0; offset < payload.length; offset += this.maxFrameBytes) {
-      const end = Math.min(payload.length, offset + this.maxFrameBytes);
-      out.push(
-        ...encodeFrame(
-          offset === 0 ? opcode : Opcode.Continuation,
-          payload.subarray(offset, end),
-          this.#masked,
-          end === payload.length,
-        ),
-      );
-    }
-    return out;
+    return encodeMessage(data, this.#limits);
   }
 
   /**
@@ -282,20 +279,7 @@ export class WebSocketChannel {
    * in place; larger messages are fragmented at the frame limit.
    */
   get textFraming(): Framing {
-    const masked = this.#masked;
-    const maskBytes = masked ? 4 : 0;
-    return {
-      headerSize: (length) => (length < 126 ? 2 : length < 65536 ? 4 : 10) + maskBytes,
-      seal: (out, payloadOffset, length) => {
-        const mask = masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
-        const header = encodeFrameHeader(Opcode.Text, length, true, mask);
-        out.set(header, payloadOffset - header.length);
-        if (mask) applyMask(out.subarray(payloadOffset, payloadOffset + length), mask);
-      },
-      trailer: new Uint8Array(0),
-      frameSlow: (text) => concatBytes(this.encodeMessage(text)),
-      maxFastPayload: this.maxFrameBytes,
-    };
+    return textFraming(this.#limits);
   }
 
   /** Sends one data message; resolves when the transport has taken it. */
@@ -319,38 +303,22 @@ export class WebSocketChannel {
     lengths: readonly number[],
     fill: (index: number, payload: Uint8Array) => void,
   ): Promise<void> {
-    const masks: (Uint8Array | undefined)[] = [];
-    const headers: Uint8Array[] = [];
-    let size = 0;
-    for (const length of lengths) {
-      if (length > this.maxFrameBytes) return this.#sendLargeBatch(lengths, fill);
-      const mask = this.#masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
-      const header = encodeFrameHeader(Opcode.Binary, length, true, mask);
-      masks.push(mask);
-      headers.push(header);
-      size += header.length + length;
-    }
     // With a transport that is done with bytes once a write resolves, batch
     // buffers are recycled (a few, each up to SPARE_MAX bytes).
-    const pooled = this.reusableWrites ? this.#spare.pop() : undefined;
-    const buffer = pooled !== undefined && pooled.length >= size
-      ? pooled
-      : new Uint8Array(this.reusableWrites && size <= SPARE_MAX ? SPARE_MAX : size);
-    let at = 0;
-    for (let i = 0; i < lengths.length; i++) {
-      const header = headers[i]!;
-      buffer.set(header, at);
-      at += header.length;
-      const payload = buffer.subarray(at, at + lengths[i]!);
-      fill(i, payload);
-      const mask = masks[i];
-      if (mask) applyMask(payload, mask);
-      at += payload.length;
-    }
-    const written = this.writeRaw(buffer.subarray(0, size));
-    if (!this.reusableWrites || buffer.length !== SPARE_MAX) return written;
+    let buffer: Uint8Array | undefined;
+    const framed = frameBinaryBatch(lengths, fill, this.#limits, (size) => {
+      const pooled = this.reusableWrites ? this.#spare.pop() : undefined;
+      buffer = pooled !== undefined && pooled.length >= size
+        ? pooled
+        : new Uint8Array(this.reusableWrites && size <= SPARE_MAX ? SPARE_MAX : size);
+      return buffer;
+    });
+    if (framed === null) return this.#sendLargeBatch(lengths, fill);
+    const written = this.writeRaw(framed);
+    const used = buffer!;
+    if (!this.reusableWrites || used.length !== SPARE_MAX) return written;
     return written.then(() => {
-      if (this.#spare.length < SPARE_BUFFERS) this.#spare.push(buffer);
+      if (this.#spare.length < SPARE_BUFFERS) this.#spare.push(used);
     });
   }
 
@@ -385,15 +353,10 @@ export class WebSocketChannel {
       // A consumer (nextMessage, or a reader holding the stream) sees the
       // end itself; otherwise keep reading until the peer's Close frame (or
       // EOF) ends the channel.
-      if (this.#directConsumer || this.messages.locked) {
+      if (this.#directConsumer || this.#messages?.locked) {
         await this.closed;
       } else {
-        const sink = this.messages.getReader();
-        try {
-          while (!(await sink.read()).done) { /* discard */ }
-        } finally {
-          sink.releaseLock();
-        }
+        while ((await this.#nextMessage()) !== null) { /* discard */ }
       }
     } catch {
       // Reading failed: the channel ends anyway.
@@ -450,10 +413,10 @@ export class WebSocketChannel {
       return this.#reading.then(again, again);
     }
     const frame = this.#pendingFrames[0];
-    if (frame !== undefined && !this.#ended && this.#isWholeData(frame)) {
+    if (frame !== undefined && !this.#ended && this.#assembler.isWholeData(frame)) {
       // A complete data frame is waiting: no promise.
       try {
-        const message = this.#complete(frame.opcode, frame.payload);
+        const message = this.#assembler.complete(frame.opcode, frame.payload);
         this.#pendingFrames.shift();
         return message;
       } catch { /* over the limit or invalid UTF-8: the general path fails the channel */ }
@@ -475,8 +438,8 @@ export class WebSocketChannel {
         let message: WebSocketMessage | null;
         try {
           // A whole data frame needs no await (control frames may write).
-          message = this.#isWholeData(frame)
-            ? this.#complete(frame.opcode, frame.payload)
+          message = this.#assembler.isWholeData(frame)
+            ? this.#assembler.complete(frame.opcode, frame.payload)
             : await this.#handleFrame(frame);
         } catch (error) {
           if (await this.#failedOn(error)) return null;
@@ -550,14 +513,8 @@ export class WebSocketChannel {
     return true;
   }
 
-  /** A text or binary frame that is a message on its own (not a fragment). */
-  #isWholeData(frame: import("./frame.ts").Frame): boolean {
-    return frame.fin && this.#fragmentOpcode === -1 &&
-      (frame.opcode === Opcode.Text || frame.opcode === Opcode.Binary);
-  }
-
   /** Handles one frame; returns a completed data message, if any. */
-  async #handleFrame(frame: import("./frame.ts").Frame): Promise<WebSocketMessage | null> {
+  async #handleFrame(frame: Frame): Promise<WebSocketMessage | null> {
     switch (frame.opcode) {
       case Opcode.Ping:
         if (!this.#closeSent) {
@@ -570,23 +527,10 @@ export class WebSocketChannel {
         this.#pongTimer = undefined;
         return null;
       case Opcode.Close: {
-        const p = frame.payload;
-        if (p.length === 1) {
-          throw new WebSocketProtocolError(CloseCode.ProtocolError, "invalid close payload");
-        }
-        const code = p.length >= 2 ? new DataView(p.buffer, p.byteOffset).getUint16(0) : 1005;
-        if (p.length >= 2 && !isValidCloseCode(code)) {
-          throw new WebSocketProtocolError(CloseCode.ProtocolError, `invalid close code ${code}`);
-        }
-        let reason = "";
-        try {
-          reason = p.length > 2 ? this.#decode(p.subarray(2)) : "";
-        } catch {
-          throw new WebSocketProtocolError(CloseCode.InvalidPayload, "invalid close reason");
-        }
+        const { code, reason } = this.#assembler.closeFrame(frame.payload);
         if (!this.#closeSent) {
           this.#closeSent = true;
-          const echo = p.length >= 2 ? p.subarray(0, 2) : new Uint8Array(0);
+          const echo = frame.payload.length >= 2 ? frame.payload.subarray(0, 2) : new Uint8Array(0);
           await this.writeRaw(...encodeFrame(Opcode.Close, echo, this.#masked)).catch(() => {});
         }
         this.#end({ code, reason, wasClean: true });
@@ -594,32 +538,8 @@ export class WebSocketChannel {
       }
       case Opcode.Text:
       case Opcode.Binary:
-        if (this.#fragmentOpcode !== -1) {
-          throw new WebSocketProtocolError(
-            CloseCode.ProtocolError,
-            "expected a continuation frame",
-          );
-        }
-        if (frame.fin) return this.#complete(frame.opcode, frame.payload);
-        this.#fragmentOpcode = frame.opcode;
-        this.#addFragment(frame.payload);
-        return null;
-      case Opcode.Continuation: {
-        if (this.#fragmentOpcode === -1) {
-          throw new WebSocketProtocolError(
-            CloseCode.ProtocolError,
-            "unexpected continuation frame",
-          );
-        }
-        this.#addFragment(frame.payload);
-        if (!frame.fin) return null;
-        const total = concatBytes(this.#fragments, this.#fragmentBytes);
-        const opcode = this.#fragmentOpcode;
-        this.#fragments = [];
-        this.#fragmentBytes = 0;
-        this.#fragmentOpcode = -1;
-        return this.#complete(opcode, total);
-      }
+      case Opcode.Continuation:
+        return this.#assembler.data(frame);
       default:
         throw new WebSocketProtocolError(
           CloseCode.ProtocolError,
@@ -627,63 +547,4 @@ export class WebSocketChannel {
         );
     }
   }
-
-  #addFragment(payload: Uint8Array): void {
-    this.#fragmentBytes += payload.length;
-    if (this.#fragmentBytes > this.maxMessageBytes) {
-      throw new WebSocketProtocolError(
-        CloseCode.MessageTooBig,
-        `message exceeds the limit of ${this.maxMessageBytes} bytes`,
-      );
-    }
-    this.#fragments.push(payload);
-  }
-
-  #complete(opcode: number, payload: Uint8Array): WebSocketMessage {
-    if (payload.length > this.maxMessageBytes) {
-      throw new WebSocketProtocolError(
-        CloseCode.MessageTooBig,
-        `message exceeds the limit of ${this.maxMessageBytes} bytes`,
-      );
-    }
-    if (opcode === Opcode.Binary) return payload;
-    try {
-      return this.#decode(payload);
-    } catch {
-      throw new WebSocketProtocolError(CloseCode.InvalidPayload, "invalid UTF-8 in a text frame");
-    }
-  }
-}
-
-/**
- * True for a close code a peer may send (RFC 6455 §7.4): the defined
- * 1000–1003 and 1007–1014, and 3000–4999 for libraries and applications.
- * 1004 (reserved), 1005, 1006 and 1015 (never on the wire), everything below
- * 1000 and the unassigned ranges are protocol errors.
- */
-export function isValidCloseCode(code: number): boolean {
-  return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
-    (code >= 3000 && code <= 4999);
-}
-
-/**
- * At most `maxBytes` of `text` in UTF-8, cut at a character boundary (a
- * close reason must stay valid UTF-8 within the 125-byte control frame).
- */
-export function truncateUtf8(text: string, maxBytes: number): Uint8Array {
-  const bytes = encoder.encode(text);
-  if (bytes.length <= maxBytes) return bytes;
-  let end = maxBytes;
-  // Back up over continuation bytes (10xxxxxx) to the start of a character.
-  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
-  return bytes.subarray(0, end);
-}
-
-/** A Close frame's payload: the code, then the reason (truncated safely to 123 bytes). */
-function closePayload(code: number, reason: string): Uint8Array {
-  const reasonBytes = truncateUtf8(reason, 123);
-  const payload = new Uint8Array(2 + reasonBytes.length);
-  new DataView(payload.buffer).setUint16(0, code);
-  payload.set(reasonBytes, 2);
-  return payload;
 }
