@@ -2,17 +2,22 @@
  * A WebSocket endpoint over any duplex byte stream (a TCP connection after
  * the HTTP upgrade), for either role.
  *
- * Unlike Deno's event-based `WebSocket`, inbound messages are a pull-based
- * `ReadableStream`: bytes are read from the socket only when the consumer
- * asks, so a slow consumer slows the sender through TCP. Outbound writes
- * resolve when the transport has taken the bytes. Pings go out on a fixed
- * interval; a peer that never answers is not disconnected for it.
+ * Unlike Deno's event-based `WebSocket`, inbound messages are pulled
+ * ({@linkcode WebSocketChannel.nextMessage}, or the `messages` stream):
+ * bytes are read from the socket only when the consumer asks, so a slow
+ * consumer slows the sender through TCP. Outbound writes resolve when the
+ * transport has taken the bytes. Pings go out on a fixed interval; a peer
+ * that never answers is not disconnected for it.
+ *
+ * The parts, by role: `socket_io.ts` moves the bytes (three transport
+ * kinds), `assembler.ts` turns frames into messages, `sender.ts` turns
+ * messages into frames; this module runs the connection — the read loop,
+ * control frames, the closing handshake and keep-alive.
  *
  * @module
  */
 
 import { concatBytes } from "../util/bytes.ts";
-import { type ByteWriter, writeAll } from "../util/conn_io.ts";
 import {
   CloseCode,
   encodeFrame,
@@ -25,6 +30,7 @@ import {
 } from "./frame.ts";
 import type { Framing } from "../util/framing.ts";
 import { MessageAssembler, type WebSocketMessage } from "./assembler.ts";
+import { type ByteDuplex, SocketIo } from "./socket_io.ts";
 import {
   closePayload,
   encodeMessage,
@@ -35,24 +41,7 @@ import {
 
 export { isValidCloseCode, type WebSocketMessage } from "./assembler.ts";
 export { truncateUtf8 } from "./sender.ts";
-
-/** The duplex byte stream a channel runs over (e.g. a `Deno.Conn`). */
-export interface ByteDuplex {
-  /** Inbound bytes. */
-  readonly readable: ReadableStream<Uint8Array>;
-  /** Outbound bytes. */
-  readonly writable: WritableStream<Uint8Array>;
-  /**
-   * Reads into `p` (as `Deno.Conn.read`). When both this and `write` exist
-   * the channel uses them instead of the streams: one operation per read and
-   * per write, without the stream machinery's promise hops.
-   */
-  read?(p: Uint8Array): Promise<number | null>;
-  /** Writes some of `p`; resolves with how much (as `Deno.Conn.write`). */
-  write?(p: Uint8Array): Promise<number>;
-  /** Closes the underlying transport. */
-  close(): void;
-}
+export type { ByteDuplex } from "./socket_io.ts";
 
 /** Options for {@linkcode WebSocketChannel}. */
 export interface WebSocketChannelOptions {
@@ -91,21 +80,12 @@ export interface WebSocketCloseInfo {
   readonly wasClean: boolean;
 }
 
-/**
- * Bytes asked of the transport per read between payloads: from READ_MIN,
- * doubling while reads fill the buffer, up to READ_MAX (idle sockets stay
- * small, busy ones read several frames at once).
- */
-const READ_MIN = 4 * 1024;
-const READ_MAX = 256 * 1024;
 /** An unmasked ping with no payload: FIN + opcode 9, length 0. */
 const UNMASKED_EMPTY_PING = new Uint8Array([0x80 | Opcode.Ping, 0]);
 /** Size of a recycled batch buffer: 16 relay records with their headers. */
 const SPARE_MAX = 16 * (64 * 1024 + 256);
 /** Recycled batch buffers kept per channel. */
 const SPARE_BUFFERS = 2;
-/** Payload bytes still to come that are read straight into the payload. */
-const DIRECT_READ_MIN = 128 * 1024;
 
 /** A WebSocket endpoint; see the module documentation. */
 export class WebSocketChannel {
@@ -118,22 +98,9 @@ export class WebSocketChannel {
   /** Written buffers may be reused once a write resolves. */
   readonly reusableWrites: boolean;
 
-  #transport: ByteDuplex;
-  #reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader | null = null;
-  #byob = false;
-  /** Reads and writes go straight to the transport's `read`/`write`. */
-  #direct:
-    | { read(p: Uint8Array): Promise<number | null>; write(p: Uint8Array): Promise<number> }
-    | null;
-  /** Direct writes, in order. */
-  #writeChain: Promise<void> = Promise.resolve();
-  /** Writes started and not yet settled. */
-  #writesInFlight = 0;
-  /** BYOB reads land here between payloads (reused, grown; transferred each read). */
-  #scratch: Uint8Array = new Uint8Array(0);
+  #io: SocketIo;
   /** Recycled buffers of {@linkcode sendBinaryBatch}. */
   #spare: Uint8Array[] = [];
-  #writer: WritableStreamDefaultWriter<Uint8Array> | null = null;
   #parser: FrameParser;
   #masked: boolean;
   #resolveClosed!: (info: WebSocketCloseInfo) => void;
@@ -156,29 +123,10 @@ export class WebSocketChannel {
 
   /** Wraps `transport`; the HTTP handshake must already be done. */
   constructor(transport: ByteDuplex, options: WebSocketChannelOptions) {
-    this.#transport = transport;
-    const { read, write } = transport;
-    this.#direct = read && write
-      ? { read: (p) => read.call(transport, p), write: (p) => write.call(transport, p) }
-      : null;
-    if (this.#direct) {
-      // Large payloads are read straight into the frame's buffer,
-      // everything else into one reused buffer.
-      this.#scratch = new Uint8Array(READ_MIN);
-    } else {
-      // Byte streams are read BYOB, to the same effect.
-      try {
-        this.#reader = transport.readable.getReader({ mode: "byob" });
-        this.#byob = true;
-        this.#scratch = new Uint8Array(READ_MIN);
-      } catch {
-        this.#reader = transport.readable.getReader();
-      }
-      this.#writer = transport.writable.getWriter();
-      this.#writer.closed.catch(() =>
-        this.#end({ code: 1006, reason: "write failed", wasClean: false })
-      );
-    }
+    this.#io = new SocketIo(
+      transport,
+      () => this.#end({ code: 1006, reason: "write failed", wasClean: false }),
+    );
     this.maxFrameBytes = options.maxFrameBytes ?? 16 * 1024 * 1024;
     this.maxMessageBytes = options.maxMessageBytes ?? 64 * 1024 * 1024;
     this.#masked = options.role === "client";
@@ -240,30 +188,7 @@ export class WebSocketChannel {
   /** Writes pre-encoded frame bytes, in order with every other write. */
   writeRaw(...chunks: Uint8Array[]): Promise<void> {
     if (this.#ended) return Promise.reject(new Error("WebSocket is closed"));
-    const bytes = chunks.length === 1 ? chunks[0]! : concatBytes(chunks);
-    const direct = this.#direct;
-    if (!direct) return this.#writer!.write(bytes);
-    // With no write in flight the bytes go to the socket now, before the
-    // rest of this turn's work (a reply leaves ahead of its bookkeeping).
-    const written = this.#writesInFlight === 0
-      ? this.#writeAll(direct, bytes)
-      : this.#writeChain.then(() => this.#writeAll(direct, bytes));
-    this.#writesInFlight++;
-    written.then(this.#writeDone, this.#writeDone);
-    // A failed write ends the channel; later writes then fail at once.
-    this.#writeChain = written.catch(() =>
-      this.#end({ code: 1006, reason: "write failed", wasClean: false })
-    );
-    return written;
-  }
-
-  readonly #writeDone = () => {
-    this.#writesInFlight--;
-  };
-
-  async #writeAll(direct: ByteWriter, bytes: Uint8Array): Promise<void> {
-    if (this.#ended) throw new Error("WebSocket is closed");
-    await writeAll(direct, bytes);
+    return this.#io.write(chunks.length === 1 ? chunks[0]! : concatBytes(chunks));
   }
 
   /**
@@ -378,11 +303,7 @@ export class WebSocketChannel {
     this.#pingTimer = undefined;
     clearTimeout(this.#pongTimer);
     this.#pongTimer = undefined;
-    this.#reader?.cancel().catch(() => {});
-    this.#writer?.close().catch(() => {});
-    try {
-      this.#transport.close();
-    } catch { /* already closed */ }
+    this.#io.close();
     this.#resolveClosed(info);
   }
 
@@ -448,44 +369,13 @@ export class WebSocketChannel {
         if (this.#ended) return null;
         if (message !== null) return message;
       }
-      let chunk: Uint8Array;
-      let direct = false;
+      let read;
       if (this.#leftover) {
-        chunk = this.#leftover;
+        read = { chunk: this.#leftover, intoTail: false };
         this.#leftover = undefined;
       } else {
-        let result: ReadableStreamReadResult<Uint8Array>;
-        try {
-          if (this.#direct) {
-            const tail = this.#parser.payloadTail();
-            direct = tail.length >= DIRECT_READ_MIN;
-            const into = direct ? tail.subarray(0, 1024 * 1024) : this.#scratch;
-            const n = await this.#direct.read(into);
-            result = n === null ? { done: true, value: undefined } : {
-              done: false,
-              value: into.subarray(0, n),
-            };
-            if (!direct && n === into.length && n < READ_MAX) {
-              this.#scratch = new Uint8Array(n * 2);
-            }
-          } else if (this.#byob) {
-            const tail = this.#parser.payloadTail();
-            direct = tail.length >= DIRECT_READ_MIN;
-            const into = direct ? tail.subarray(0, 1024 * 1024) : this.#scratch;
-            result = await (this.#reader as ReadableStreamBYOBReader).read(into);
-            if (!direct && result.value) {
-              const full = result.value.length === result.value.buffer.byteLength;
-              this.#scratch = full && result.value.length < READ_MAX
-                ? new Uint8Array(result.value.length * 2)
-                : new Uint8Array(result.value.buffer);
-            }
-          } else {
-            result = await (this.#reader as ReadableStreamDefaultReader<Uint8Array>).read();
-          }
-        } catch {
-          result = { done: true, value: undefined };
-        }
-        if (result.done) {
+        read = await this.#io.read(this.#parser.payloadTail());
+        if (read === null) {
           this.#end({
             code: 1006,
             reason: "connection closed without a close frame",
@@ -493,11 +383,10 @@ export class WebSocketChannel {
           });
           return null;
         }
-        chunk = result.value;
       }
       try {
         this.#pendingFrames.push(
-          ...(direct ? this.#parser.filledTail(chunk) : this.#parser.push(chunk)),
+          ...(read.intoTail ? this.#parser.filledTail(read.chunk) : this.#parser.push(read.chunk)),
         );
       } catch (error) {
         if (await this.#failedOn(error)) return null;

@@ -1,0 +1,162 @@
+/**
+ * A channel's bytes in and out, whatever the transport offers: direct
+ * `read`/`write` (a `Deno.Conn`: one operation each, no stream promise
+ * hops), a BYOB-readable stream, or a plain stream. Reads go into one
+ * reused buffer that grows while reads fill it — or, for a large payload,
+ * straight into the frame's own buffer. Writes keep their order; a failed
+ * one is reported once and every later one fails at once.
+ *
+ * @module
+ */
+
+import { type ByteWriter, writeAll } from "../util/conn_io.ts";
+
+/** The duplex byte stream a channel runs over (e.g. a `Deno.Conn`). */
+export interface ByteDuplex {
+  /** Inbound bytes. */
+  readonly readable: ReadableStream<Uint8Array>;
+  /** Outbound bytes. */
+  readonly writable: WritableStream<Uint8Array>;
+  /**
+   * Reads into `p` (as `Deno.Conn.read`). When both this and `write` exist
+   * the channel uses them instead of the streams: one operation per read and
+   * per write, without the stream machinery's promise hops.
+   */
+  read?(p: Uint8Array): Promise<number | null>;
+  /** Writes some of `p`; resolves with how much (as `Deno.Conn.write`). */
+  write?(p: Uint8Array): Promise<number>;
+  /** Closes the underlying transport. */
+  close(): void;
+}
+
+/**
+ * Bytes asked of the transport per read between payloads: from READ_MIN,
+ * doubling while reads fill the buffer, up to READ_MAX (idle sockets stay
+ * small, busy ones read several frames at once).
+ */
+const READ_MIN = 4 * 1024;
+const READ_MAX = 256 * 1024;
+/** Payload bytes still to come that are read straight into the payload. */
+const DIRECT_READ_MIN = 128 * 1024;
+/** Most read straight into a payload at once. */
+const DIRECT_READ_MAX = 1024 * 1024;
+
+/** One read: the bytes, and whether they landed in the payload tail offered. */
+export interface SocketRead {
+  readonly chunk: Uint8Array;
+  /** The bytes are the start of the `tail` passed to {@linkcode SocketIo.read}. */
+  readonly intoTail: boolean;
+}
+
+/** See the module documentation. */
+export class SocketIo {
+  #transport: ByteDuplex;
+  #direct: (ByteWriter & { read(p: Uint8Array): Promise<number | null> }) | null;
+  #reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader | null = null;
+  #byob = false;
+  #writer: WritableStreamDefaultWriter<Uint8Array> | null = null;
+  /** Reads land here between payloads (reused, grown; transferred each BYOB read). */
+  #scratch: Uint8Array = new Uint8Array(0);
+  /** Direct writes, in order. */
+  #writeChain: Promise<void> = Promise.resolve();
+  /** Writes started and not yet settled. */
+  #writesInFlight = 0;
+  #closed = false;
+  readonly #onWriteFailed: () => void;
+
+  /** Wraps `transport`; `onWriteFailed` runs when a write fails (once per failure). */
+  constructor(transport: ByteDuplex, onWriteFailed: () => void) {
+    this.#transport = transport;
+    this.#onWriteFailed = onWriteFailed;
+    const { read, write } = transport;
+    this.#direct = read && write
+      ? { read: (p) => read.call(transport, p), write: (p) => write.call(transport, p) }
+      : null;
+    if (this.#direct) {
+      this.#scratch = new Uint8Array(READ_MIN);
+      return;
+    }
+    try {
+      this.#reader = transport.readable.getReader({ mode: "byob" });
+      this.#byob = true;
+      this.#scratch = new Uint8Array(READ_MIN);
+    } catch {
+      this.#reader = transport.readable.getReader();
+    }
+    this.#writer = transport.writable.getWriter();
+    this.#writer.closed.catch(() => onWriteFailed());
+  }
+
+  /**
+   * The next bytes, or null at the end (or when reading fails). `tail` is
+   * the rest of a payload being received: when large, the bytes go straight
+   * into it.
+   */
+  async read(tail: Uint8Array): Promise<SocketRead | null> {
+    try {
+      if (this.#direct || this.#byob) {
+        const intoTail = tail.length >= DIRECT_READ_MIN;
+        const into = intoTail ? tail.subarray(0, DIRECT_READ_MAX) : this.#scratch;
+        let chunk: Uint8Array;
+        if (this.#direct) {
+          const n = await this.#direct.read(into);
+          if (n === null) return null;
+          chunk = into.subarray(0, n);
+          if (!intoTail && n === into.length && n < READ_MAX) this.#scratch = new Uint8Array(n * 2);
+        } else {
+          const result = await (this.#reader as ReadableStreamBYOBReader).read(into);
+          if (result.done || !result.value) return null;
+          chunk = result.value;
+          if (!intoTail) {
+            // The buffer was transferred: keep its new self, or a bigger one.
+            const full = chunk.length === chunk.buffer.byteLength;
+            this.#scratch = full && chunk.length < READ_MAX
+              ? new Uint8Array(chunk.length * 2)
+              : new Uint8Array(chunk.buffer);
+          }
+        }
+        return { chunk, intoTail };
+      }
+      const result = await (this.#reader as ReadableStreamDefaultReader<Uint8Array>).read();
+      return result.done ? null : { chunk: result.value, intoTail: false };
+    } catch {
+      return null;
+    }
+  }
+
+  /** Writes `bytes` after every earlier write; resolves when the transport took them. */
+  write(bytes: Uint8Array): Promise<void> {
+    const direct = this.#direct;
+    if (!direct) return this.#writer!.write(bytes);
+    // With no write in flight the bytes go to the socket now, before the
+    // rest of this turn's work (a reply leaves ahead of its bookkeeping).
+    const written = this.#writesInFlight === 0
+      ? this.#writeAll(direct, bytes)
+      : this.#writeChain.then(() => this.#writeAll(direct, bytes));
+    this.#writesInFlight++;
+    written.then(this.#writeDone, this.#writeDone);
+    // A failed write ends the channel; later writes then fail at once.
+    this.#writeChain = written.catch(this.#onWriteFailed);
+    return written;
+  }
+
+  readonly #writeDone = () => {
+    this.#writesInFlight--;
+  };
+
+  async #writeAll(direct: ByteWriter, bytes: Uint8Array): Promise<void> {
+    if (this.#closed) throw new Error("WebSocket is closed");
+    await writeAll(direct, bytes);
+  }
+
+  /** Stops reading and writing and closes the transport. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#reader?.cancel().catch(() => {});
+    this.#writer?.close().catch(() => {});
+    try {
+      this.#transport.close();
+    } catch { /* already closed */ }
+  }
+}
