@@ -9,7 +9,8 @@ async function runCli(
   stdin: "null" | "piped" = "null",
 ) {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, ...args],
+    // Deno KV for `relay` (its default store); harmless elsewhere.
+    args: ["run", "-A", "--unstable-kv", CLI, ...args],
     stdin,
     stdout: "piped",
     stderr: "piped",
@@ -318,13 +319,8 @@ Deno.test("cli help: every command lists -h/--help and --version; remote flags w
     "relay token",
   ];
   const helps = await Promise.all(commands.map(async (c) => {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--unstable-kv", CLI, ...c.split(" "), "--help"],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    return { c, code: out.code, text: new TextDecoder().decode(out.stdout) };
+    const { code, stdout } = await runCli([...c.split(" "), "--help"]);
+    return { c, code, text: stdout };
   }));
   for (const { c, code, text } of helps) {
     assertEquals(code, 0, c);
@@ -342,13 +338,8 @@ Deno.test("cli help: every command lists -h/--help and --version; remote flags w
 
 Deno.test("cli: a bad --log-level is a usage error (exit 2), whichever command takes it", async () => {
   const runs = await Promise.all(["serve", "info", "mcp", "relay"].map(async (c) => {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--unstable-kv", CLI, c, "--log-level", "loud"],
-      stdin: "null",
-      stdout: "null",
-      stderr: "piped",
-    }).output();
-    return { c, code: out.code, text: new TextDecoder().decode(out.stderr) };
+    const { code, stderr } = await runCli([c, "--log-level", "loud"]);
+    return { c, code, text: stderr };
   }));
   for (const { c, code, text } of runs) {
     assertEquals(code, 2, `${c}: ${text}`);

@@ -48,56 +48,54 @@ function fakeProcess() {
       clearTimeout(hold);
     }
   };
-  return { state, trimmer, next };
+  /** Work happens; waits for what the trimmer does next. */
+  const work = (then: "check" | "trim") => {
+    trimmer.note();
+    return next(then);
+  };
+  return { state, trimmer, work };
 }
 
 Deno.test("memory trim: a burst is returned, and the next work looks again a check later", async () => {
-  const { state, trimmer, next } = fakeProcess();
+  const { state, trimmer, work } = fakeProcess();
   state.rss += 200 * MiB;
   state.garbage = 100 * MiB;
-  trimmer.note();
-  await next("trim");
+  await work("trim");
   // 100 MiB came back and 100 MiB is still up (a reply being written when
   // it ran, since sent): work a check later trims again.
   state.garbage = 100 * MiB;
   state.now += 5;
-  trimmer.note();
-  await next("trim");
+  await work("trim");
   assertEquals([state.trims, state.rss], [2, 100 * MiB]);
   await trimmer.close();
 });
 
 Deno.test("memory trim: live memory (many sessions) is collected once, not on every check, and never while idle", async () => {
-  const { state, trimmer, next } = fakeProcess();
+  const { state, trimmer, work } = fakeProcess();
   state.rss += 300 * MiB; // a thousand sessions: all of it live
-  trimmer.note();
-  await next("trim");
+  await work("trim");
   assertEquals(state.trims, 1);
   // More work, no growth, within the back-off: checked, not collected.
   state.now += 5;
-  trimmer.note();
-  await next("check");
+  await work("check");
   assertEquals(state.trims, 1);
   // New growth is worth another look at once.
   state.rss += 20 * MiB;
   state.garbage = 20 * MiB;
-  trimmer.note();
-  await next("trim");
+  await work("trim");
   assertEquals([state.trims, state.rss], [2, 400 * MiB]);
   // Past the back-off, work gets one more look (sessions may have closed).
   state.now += 60_000;
   state.garbage = 200 * MiB;
-  trimmer.note();
-  await next("trim");
+  await work("trim");
   assertEquals([state.trims, state.rss], [3, 200 * MiB]);
   await trimmer.close();
 });
 
 Deno.test("memory trim: after a trim that returned little, no timer is left behind", async () => {
-  const { state, trimmer, next } = fakeProcess();
+  const { state, trimmer, work } = fakeProcess();
   state.rss += 300 * MiB;
-  trimmer.note();
-  await next("trim");
+  await work("trim");
   // The resource sanitizer fails this test if a timer is still pending;
   // none is cleared by hand here (close() is only called at the end, after
   // the check that nothing is armed: another note would arm one).
