@@ -207,3 +207,31 @@ Deno.test("websocket: close codes and reasons helpers", () => {
   assertEquals(truncateUtf8("€".repeat(41), 123).length, 123);
   assertEquals(truncateUtf8("short", 123).length, 5);
 });
+
+Deno.test("websocket upgrade: half a head is refused with 408 at the deadline; a head that came in time is read even when the server was stalled past it", async () => {
+  const { readHead } = await import("../src/http1/head.ts");
+  using listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  const encode = (s: string) => new TextEncoder().encode(s);
+  const outcome = (p: Promise<unknown>) =>
+    p.then(() => "read", (e) => `${(e as { status?: number }).status ?? e}`);
+  // The attacker's bytes: a head that never ends.
+  {
+    using client = await Deno.connect({ hostname: "127.0.0.1", port });
+    using server = await listener.accept();
+    await client.write(encode("GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+    assertEquals(await outcome(readHead(server.readable.getReader(), { timeoutMs: 100 })), "408");
+  }
+  // A whole head, sent at once, while this process is busy past the
+  // deadline (as when thousands of connections arrive with their processes
+  // spawning): the late timer gives the pending read its turn.
+  {
+    using client = await Deno.connect({ hostname: "127.0.0.1", port });
+    using server = await listener.accept();
+    const reading = outcome(readHead(server.readable.getReader(), { timeoutMs: 100 }));
+    await client.write(encode("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const until = performance.now() + 400;
+    while (performance.now() < until) { /* the event loop is stalled */ }
+    assertEquals(await reading, "read");
+  }
+});

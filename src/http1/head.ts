@@ -43,6 +43,11 @@ export function findHeadEnd(data: Uint8Array, from: number): number {
   return -1;
 }
 
+/** A head deadline's timer this late means the event loop was stalled. */
+const LATE_TIMER_MS = 250;
+/** Then pending reads get this long (again, while timers keep firing late). */
+const LATE_GRACE_MS = 1000;
+
 /**
  * Reads one message head from `reader`. Fails with 431 past `maxBytes`, with
  * 408 after `timeoutMs`, and with 400 on a malformed head or early EOF.
@@ -56,10 +61,23 @@ export async function readHead(
   let data = new Uint8Array(0);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new HttpHeadError(408, "timed out waiting for the request head")),
-      timeoutMs,
-    );
+    // A deadline for the peer, not for this process: a timer that fires
+    // late found the event loop busy (thousands of connections arriving
+    // with their processes spawning), and a head that arrived in time may
+    // not have been read yet — give pending reads a moment, while late.
+    let due = performance.now() + timeoutMs;
+    const arm = (ms: number) => {
+      timer = setTimeout(() => {
+        const now = performance.now();
+        if (now - due > LATE_TIMER_MS) {
+          due = now + LATE_GRACE_MS;
+          arm(LATE_GRACE_MS);
+          return;
+        }
+        reject(new HttpHeadError(408, "timed out waiting for the request head"));
+      }, ms);
+    };
+    arm(timeoutMs);
   });
   try {
     for (;;) {
