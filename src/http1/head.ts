@@ -50,14 +50,16 @@ const LATE_GRACE_MS = 1000;
 
 /**
  * Reads one message head from `reader`. Fails with 431 past `maxBytes`, with
- * 408 after `timeoutMs`, and with 400 on a malformed head or early EOF.
+ * 408 after `timeoutMs` (default 30 s: a client opening thousands of
+ * connections at once may write some heads seconds late), and with 400 on a
+ * malformed head or early EOF.
  */
 export async function readHead(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   options: { maxBytes?: number; timeoutMs?: number } = {},
 ): Promise<MessageHead> {
   const maxBytes = options.maxBytes ?? 16 * 1024;
-  const timeoutMs = options.timeoutMs ?? 10_000;
+  const timeoutMs = options.timeoutMs ?? 30_000;
   let data = new Uint8Array(0);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {

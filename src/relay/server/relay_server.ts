@@ -98,7 +98,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
     const writer = conn.writable.getWriter();
     let upgraded = false;
     try {
-      const head = await readHead(reader, { maxBytes: 16 * 1024, timeoutMs: 10_000 });
+      const head = await readHead(reader, { maxBytes: 16 * 1024 });
       const [method, target] = head.startLine;
       const path = target.split("?")[0]!;
       if (head.headers.get("upgrade")?.toLowerCase() === "websocket") {
