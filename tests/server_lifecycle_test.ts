@@ -104,6 +104,7 @@ Deno.test("environment/info describes this machine with file: URIs", async () =>
   await using s = inProcessStdio();
   const info = (await s.client.initialize()).environmentInfo;
   assertEquals(info.executorVersion, VERSION);
+  assertEquals(info.prependPathDirs, []); // no helper programs shipped
   assertEquals(info.platformOs, "linux");
   assertEquals(info.cwd, `file://${Deno.cwd()}`);
   assert(info.userHomeDir.startsWith("file:///"));

@@ -132,6 +132,13 @@ export interface EnvironmentInfo {
   shell: ShellInfo;
   /** Version of this server. */
   executorVersion: string;
+  /**
+   * Directories a harness puts first on a child's `PATH` for the server's
+   * own helper programs (`file:` URIs; Codex 0.171 lists its bundled `rg`).
+   * Empty here: this server ships no helper programs. Absent from older
+   * servers.
+   */
+  prependPathDirs?: string[];
   /** The server's working directory (`file:` URI). */
   cwd: string;
   /** The server user's home directory (`file:` URI). */

@@ -61,6 +61,7 @@ export function environmentInfo(
   return {
     shell: loginShell(),
     executorVersion: VERSION,
+    prependPathDirs: [],
     cwd: pathToUri(Deno.cwd()),
     userHomeDir: pathToUri(home),
     platformOs: platformOs(),
