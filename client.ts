@@ -70,6 +70,14 @@ export {
   type RemotePath,
   RemotePermissionDenied,
 } from "./src/client/fs.ts";
-export type { CommandTarget, OpenedTransport, StopTimings } from "./src/client/transports.ts";
+export {
+  type ClientTransport,
+  type CommandTarget,
+  commandTransport,
+  type OpenedTransport,
+  type StopTimings,
+  type WebSocketTarget,
+  webSocketTransport,
+} from "./src/client/transports.ts";
 export { type InProcessServer, inProcessTransport } from "./src/client/in_process.ts";
 export { codexSandbox, type SandboxMode } from "./src/client/sandbox_presets.ts";

@@ -304,3 +304,21 @@ Deno.test("client: connectLazy connects on first use; WebSocket errors name the 
   assertStringIncludes(bad.message, "ws://127.0.0.1:1/");
   assert(!bad.message.includes("secret-value"), bad.message);
 });
+
+Deno.test("client: connect takes a transport — webSocketTransport and commandTransport as the url and command shorthands", async () => {
+  const { commandTransport, webSocketTransport } = await import("../src/client/transports.ts");
+  const { CLI } = await import("./helpers/wire_client.ts");
+  await using s = wsServer();
+  const transports = {
+    ws: webSocketTransport({ url: s.listener.url }),
+    command: commandTransport({
+      program: Deno.execPath(),
+      args: ["run", "-A", CLI, "serve", "--listen", "stdio", "--log-level", "error"],
+    }),
+  };
+  for (const [name, transport] of Object.entries(transports)) {
+    await using client = await connect({ transport, reconnect: false });
+    const { stdout } = await client.command("echo", { args: [name] }).output();
+    assertEquals(new TextDecoder().decode(stdout), `${name}\n`);
+  }
+});

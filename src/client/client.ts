@@ -69,11 +69,12 @@ import { rendezvousLabel, type RendezvousSource, rendezvousTransport } from "./r
 import { RemoteFs } from "./fs.ts";
 import { chunkEvent, RemoteProcess, type RemoteProcessOptions } from "./process.ts";
 import {
+  type ClientTransport,
   type CommandTarget,
-  openCommandTransport,
+  commandTransport,
   type OpenedTransport,
-  openWebSocketTransport,
   type StopTimings,
+  webSocketTransport,
 } from "./transports.ts";
 
 /** Reconnection behaviour. */
@@ -112,8 +113,13 @@ export interface ConnectOptions {
   readonly token?: string;
   /** Extra WebSocket upgrade headers. */
   readonly headers?: HeadersInit;
-  /** Or bring a transport (tests, relays). Called for every (re)connection. */
-  readonly transport?: () => Promise<OpenedTransport>;
+  /**
+   * Or a transport ({@linkcode webSocketTransport}, {@linkcode commandTransport},
+   * `rendezvousTransport`, `inProcessTransport`, or your own): called for
+   * every (re)connection. `command`, `url` and `rendezvous` are shorthands
+   * for the first three.
+   */
+  readonly transport?: ClientTransport;
   /**
    * Or reach the environment end-to-end encrypted through a rendezvous
    * relay, with a fresh single-use bundle per physical connection: from the
@@ -255,19 +261,37 @@ export class ExecServerClient implements AsyncDisposable {
       (options.url !== undefined || options.rendezvous !== undefined
         ? { maxAttempts: DEFAULT_RECONNECT_ATTEMPTS }
         : false);
-    this.#options = options.rendezvous && !options.transport
-      ? {
-        connectTimeoutMs: 30_000,
-        ...options,
-        reconnect,
-        transport: rendezvousTransport(options.rendezvous),
-      }
-      : { ...options, reconnect };
-    this.#sessionId = options.resumeSessionId ?? null;
     this.#logger = options.logger ?? nullLogger;
+    const connectTimeoutMs = options.connectTimeoutMs ??
+      (options.rendezvous && !options.transport ? 30_000 : 10_000);
+    this.#options = {
+      ...options,
+      connectTimeoutMs,
+      reconnect,
+      transport: options.transport ?? this.#shorthandTransport(options, connectTimeoutMs),
+    };
+    this.#sessionId = options.resumeSessionId ?? null;
     this.fs = new RemoteFs({
       request: (method, params) => this.request(method, params),
       supports: (c) => this.supports(c),
+    });
+  }
+
+  /** The transport `command`, `url` or `rendezvous` stand for. */
+  #shorthandTransport(options: ConnectOptions, connectTimeoutMs: number): ClientTransport {
+    if (options.rendezvous) return rendezvousTransport(options.rendezvous);
+    if (options.command) {
+      return commandTransport(options.command, {
+        logger: this.#logger,
+        ...(options.stopTimings ? { timings: options.stopTimings } : {}),
+      });
+    }
+    return webSocketTransport({
+      url: options.url!,
+      ...(options.token !== undefined ? { token: options.token } : {}),
+      ...(options.headers ? { headers: options.headers } : {}),
+      // The client's deadline decides; the dialer's own is a backstop.
+      timeoutMs: connectTimeoutMs + 1000,
     });
   }
 
@@ -369,26 +393,9 @@ export class ExecServerClient implements AsyncDisposable {
 
   async #connectOnce(): Promise<void> {
     const options = this.#options;
-    const connectMs = options.connectTimeoutMs ?? 10_000;
-    const open = options.transport ??
-      (options.command
-        ? () =>
-          Promise.resolve(
-            openCommandTransport(options.command!, {
-              logger: this.#logger,
-              ...(options.stopTimings ? { timings: options.stopTimings } : {}),
-            }),
-          )
-        : () =>
-          openWebSocketTransport({
-            url: options.url!,
-            ...(options.token !== undefined ? { token: options.token } : {}),
-            ...(options.headers ? { headers: options.headers } : {}),
-            // Ours decides; the dialer's own deadline is a backstop.
-            timeoutMs: connectMs + 1000,
-          }));
+    const connectMs = options.connectTimeoutMs!;
     const transport = await withTimeout(
-      open(),
+      options.transport!(),
       connectMs,
       () => new ConnectTimeoutError(targetLabel(options), connectMs),
       (late) => void late.close().catch(() => {}),

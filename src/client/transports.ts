@@ -39,6 +39,51 @@ export interface OpenedTransport {
   ended?(): Promise<string | null>;
 }
 
+/**
+ * What `connect()` takes: opens one physical connection per call (the
+ * client calls it again to reconnect). Made by {@linkcode webSocketTransport},
+ * {@linkcode commandTransport}, `rendezvousTransport` or
+ * `inProcessTransport` — or by hand (tests, custom relays).
+ */
+export type ClientTransport = () => Promise<OpenedTransport>;
+
+/**
+ * A transport that dials the WebSocket server at `target.url` for each
+ * connection (see {@linkcode openWebSocketTransport}).
+ *
+ * @example
+ * ```ts ignore
+ * import { connect, webSocketTransport } from "jsr:@org/exec-server/client";
+ *
+ * await using client = await connect({
+ *   transport: webSocketTransport({ url: "ws://127.0.0.1:4500", token: Deno.env.get("TOKEN") }),
+ * });
+ * ```
+ */
+export function webSocketTransport(target: WebSocketTarget): ClientTransport {
+  return () => openWebSocketTransport(target);
+}
+
+/**
+ * A transport that starts `target` and speaks NDJSON on its stdio, once per
+ * connection (see {@linkcode openCommandTransport}).
+ *
+ * @example
+ * ```ts ignore
+ * import { commandTransport, connect } from "jsr:@org/exec-server/client";
+ *
+ * await using client = await connect({
+ *   transport: commandTransport({ program: "exec-server", args: ["serve", "--listen", "stdio"] }),
+ * });
+ * ```
+ */
+export function commandTransport(
+  target: CommandTarget,
+  options: { logger?: Logger; timings?: StopTimings } = {},
+): ClientTransport {
+  return () => Promise.resolve(openCommandTransport(target, options));
+}
+
 /** Grace periods when stopping a spawned server. */
 export interface StopTimings {
   /** After closing its stdin, wait this long before SIGTERM. Default 1 000. */
