@@ -38,36 +38,28 @@ import {
   SessionLostError,
 } from "./errors.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
-import {
-  ClientNotification,
-  Method,
-  ServerNotification,
-  ServerRequest,
-} from "../protocol/methods.ts";
+import { ClientNotification, Method } from "../protocol/methods.ts";
 import { toPathUri } from "../protocol/path_uri.ts";
 import { isUnknownSession } from "../protocol/errors.ts";
 import type {
   Capabilities,
   EnvironmentInfo,
   EnvPolicy,
-  HttpBodyDeltaNotification,
   InitializeParams,
   NetworkPolicyDecisionNotification,
   NetworkPolicyRequestParams,
   NetworkPolicyRequestResult,
-  ProcessClosedNotification,
-  ProcessExitedNotification,
-  ProcessOutputNotification,
   ProcessReadResult,
   ProcessStartParams,
 } from "../protocol/types.ts";
 import { delay } from "../util/async.ts";
 import { RemoteCommand, type RemoteCommandOptions } from "./command.ts";
 import type { SpawnOptions } from "./spawn_options.ts";
-import { BodyStreams, remoteFetch } from "./fetch.ts";
+import { remoteFetch } from "./fetch.ts";
+import { ClientRouter } from "./routing.ts";
 import { rendezvousLabel, type RendezvousSource, rendezvousTransport } from "./rendezvous.ts";
 import { RemoteFs } from "./fs.ts";
-import { chunkEvent, RemoteProcess, type RemoteProcessOptions } from "./process.ts";
+import { RemoteProcess, type RemoteProcessOptions } from "./process.ts";
 import {
   type ClientTransport,
   type CommandTarget,
@@ -225,8 +217,7 @@ export class ExecServerClient implements AsyncDisposable {
   #peer: RpcPeer | null = null;
   #sessionId: string | null = null;
   #info: EnvironmentInfo | null = null;
-  #processes = new Map<string, RemoteProcess>();
-  #bodies = new BodyStreams();
+  #router: ClientRouter;
   /** Body flow requests: best effort (a body that already ended answers `active: false`). */
   #bodyFlow = {
     pause: (requestId: string) =>
@@ -262,6 +253,15 @@ export class ExecServerClient implements AsyncDisposable {
         ? { maxAttempts: DEFAULT_RECONNECT_ATTEMPTS }
         : false);
     this.#logger = options.logger ?? nullLogger;
+    this.#router = new ClientRouter({
+      logger: this.#logger,
+      ...(options.onNetworkPolicyRequest
+        ? { onNetworkPolicyRequest: options.onNetworkPolicyRequest }
+        : {}),
+      ...(options.onNetworkPolicyDecision
+        ? { onNetworkPolicyDecision: options.onNetworkPolicyDecision }
+        : {}),
+    });
     const connectTimeoutMs = options.connectTimeoutMs ??
       (options.rendezvous && !options.transport ? 30_000 : 10_000);
     this.#options = {
@@ -368,7 +368,7 @@ export class ExecServerClient implements AsyncDisposable {
       }
       if (this.#closing) throw new ClientClosedError(this.#closeReason ?? "client closed");
       if (resuming && this.#everConnected) {
-        await this.#catchUpAll();
+        await this.#router.catchUpAll();
         this.#reconnected({
           kind: "resumed",
           sessionId: this.#sessionId!,
@@ -405,8 +405,8 @@ export class ExecServerClient implements AsyncDisposable {
       throw new ClientClosedError(this.#closeReason ?? "client closed");
     }
     const peer = new RpcPeer(transport.connection, {
-      onNotification: (method, params) => this.#onNotification(method, params),
-      onRequest: (method, params) => this.#onServerRequest(method, params),
+      onNotification: (method, params) => this.#router.onNotification(method, params),
+      onRequest: (method, params) => this.#router.onServerRequest(method, params),
       onMalformed: "close",
       logger: this.#logger,
       ...(options.trace ? { trace: options.trace } : {}),
@@ -497,13 +497,7 @@ export class ExecServerClient implements AsyncDisposable {
       reason: lost.message,
     });
     this.#sessionId = null;
-    for (const p of [...this.#processes.values()]) p.fail(lost.message, lost);
-    this.#processes.clear();
-    this.#bodies.failAll(lost.message);
-  }
-
-  async #catchUpAll(): Promise<void> {
-    await Promise.all([...this.#processes.values()].map((p) => p.catchUp().catch(() => {})));
+    this.#router.failAll(lost.message, lost);
   }
 
   #onDisconnect(peer: RpcPeer, reason: string): void {
@@ -514,7 +508,7 @@ export class ExecServerClient implements AsyncDisposable {
     transport?.close().catch(() => {});
     if (this.#closing) return;
     this.#lastFailure = `connection lost: ${reason}`;
-    this.#bodies.failAll(`connection lost: ${reason}`);
+    this.#router.bodies.failAll(`connection lost: ${reason}`);
     const canReconnect = this.#options.reconnect && this.#sessionId !== null;
     if (!canReconnect) {
       this.#fail(reason);
@@ -528,54 +522,11 @@ export class ExecServerClient implements AsyncDisposable {
     if (this.#closeReason !== null) return;
     this.#closeReason = reason;
     this.#stop.abort();
-    for (const p of [...this.#processes.values()]) p.fail(reason);
-    this.#processes.clear();
-    this.#bodies.failAll(reason);
+    this.#router.failAll(reason);
     this.#closed.resolve(reason);
   }
 
   /** The server's requests: only `network/policyRequest` exists. */
-  async #onServerRequest(method: string, params: unknown): Promise<NetworkPolicyRequestResult> {
-    const decide = this.#options.onNetworkPolicyRequest;
-    if (method !== ServerRequest.NetworkPolicyRequest || !decide) {
-      throw new RpcError(JsonRpcCode.MethodNotFound, `method not found: ${method}`);
-    }
-    return { decision: await decide(params as NetworkPolicyRequestParams) };
-  }
-
-  #onNotification(method: string, params: unknown): Promise<void> | void {
-    // Process events never hold up the connection (per-process flow control).
-    switch (method) {
-      case ServerNotification.ProcessOutput: {
-        const p = params as ProcessOutputNotification;
-        this.#processes.get(p.processId)?.accept(chunkEvent(p));
-        return;
-      }
-      case ServerNotification.ProcessExited: {
-        const p = params as ProcessExitedNotification;
-        this.#processes.get(p.processId)?.accept({
-          kind: "exited",
-          seq: p.seq,
-          code: p.exitCode,
-          signal: p.signal ?? null,
-        });
-        return;
-      }
-      case ServerNotification.ProcessClosed: {
-        const p = params as ProcessClosedNotification;
-        this.#processes.get(p.processId)?.accept({ kind: "closed", seq: p.seq });
-        return;
-      }
-      case ServerNotification.HttpBodyDelta:
-        return this.#bodies.accept(params as HttpBodyDeltaNotification) ?? undefined;
-      case ServerNotification.NetworkPolicyDecision:
-        this.#options.onNetworkPolicyDecision?.(params as NetworkPolicyDecisionNotification);
-        return;
-      default:
-        this.#logger.debug("client.notification", { method });
-    }
-  }
-
   /**
    * Calls a method (connecting first if needed). Rejects with
    * {@linkcode RpcError} for error answers and {@linkcode ConnectionClosedError}
@@ -639,14 +590,16 @@ export class ExecServerClient implements AsyncDisposable {
     options: Pick<SpawnOptions, "stdin" | "stdout" | "stderr" | "events" | "bufferBytes"> = {},
   ): Promise<RemoteProcess> {
     await this.ensureConnected();
-    if (this.#processes.has(processId)) {
+    if (this.#router.processes.has(processId)) {
       throw new RpcError(JsonRpcCode.InvalidRequest, `process ${processId} is already attached`);
     }
     const process = this.#newProcess(processId, options);
     try {
       await process.catchUp();
     } catch (error) {
-      if (this.#processes.get(processId) === process) this.#processes.delete(processId);
+      if (this.#router.processes.get(processId) === process) {
+        this.#router.processes.delete(processId);
+      }
       throw error;
     }
     return process;
@@ -667,7 +620,7 @@ export class ExecServerClient implements AsyncDisposable {
       request: (m, p) => this.#call(m, p) as never,
       supports: (c) => this.supports(c),
       release: (id) => {
-        if (this.#processes.get(id) === process) this.#processes.delete(id);
+        if (this.#router.processes.get(id) === process) this.#router.processes.delete(id);
       },
       // Never silent: skipped events (evicted before a reconnect caught up) are logged.
       reportGap: (id, from, to) =>
@@ -678,7 +631,7 @@ export class ExecServerClient implements AsyncDisposable {
         }),
     }, procOptions);
     // Registered before any request: output may arrive before the answer.
-    this.#processes.set(processId, process);
+    this.#router.processes.set(processId, process);
     return process;
   }
 
@@ -687,7 +640,7 @@ export class ExecServerClient implements AsyncDisposable {
     await this.ensureConnected();
     const processId = options.processId ??
       `p${++this.#processCounter}-${crypto.randomUUID().slice(0, 8)}`;
-    if (this.#processes.has(processId)) {
+    if (this.#router.processes.has(processId)) {
       // Refused here: the server would refuse it too, and the first process
       // must keep its routing.
       throw new RpcError(JsonRpcCode.InvalidRequest, `process ${processId} already exists`);
@@ -713,7 +666,9 @@ export class ExecServerClient implements AsyncDisposable {
     try {
       await this.request(Method.ProcessStart, params);
     } catch (error) {
-      if (this.#processes.get(processId) === process) this.#processes.delete(processId);
+      if (this.#router.processes.get(processId) === process) {
+        this.#router.processes.delete(processId);
+      }
       throw error;
     }
     const stops = [
@@ -770,7 +725,7 @@ export class ExecServerClient implements AsyncDisposable {
     await this.ensureConnected();
     const flow = this.supports("httpBodyFlowControl") ? this.#bodyFlow : null;
     return await remoteFetch(
-      { request: (m, p) => this.request(m, p), bodies: this.#bodies, flow },
+      { request: (m, p) => this.request(m, p), bodies: this.#router.bodies, flow },
       input,
       init,
     );
