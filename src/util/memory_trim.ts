@@ -14,7 +14,10 @@
  * timestamp). A check runs a second after work begins, and then when the
  * work may have been quiet for half a second: once it has, and the resident size is more than
  * `growthBytes` above the smallest seen (at start or after a trim), it
- * trims. Nothing is armed after a trim: the next work looks again. After a
+ * trims: `malloc_trim`, after a full collection only when `ArrayBuffer`
+ * memory is `growthBytes` above its smallest too (buffers are freed only by
+ * a collection of their owners; a thousand sessions starting leave little of
+ * them, and the heap's own garbage is V8's to reduce). Nothing is armed after a trim: the next work looks again. After a
  * trim that returned little the memory is live (a thousand sessions, output
  * kept for reconnects), and a full collection of it costs more the more
  * there is and finds nothing, so the next one waits for new growth — or
@@ -67,9 +70,11 @@ export interface MemoryTrimmerOptions {
   readonly checkMs?: number;
   /** The resident size (tests); default `Deno.memoryUsage().rss`. */
   readonly residentBytes?: () => number;
+  /** Memory of `ArrayBuffer`s (tests); default `Deno.memoryUsage().external`. */
+  readonly externalBytes?: () => number;
   /**
-   * One trim (tests): a full collection and `malloc_trim`; default the real
-   * one, or null where that is impossible.
+   * One trim (tests): `malloc_trim`, after a full collection when `collect`;
+   * default the real one, or null where that is impossible.
    */
   readonly trim?: Trim | null;
   /** The clock (tests); default `performance.now`. */
@@ -87,16 +92,24 @@ function residentBytes(): number {
   }
 }
 
-/** A full collection and `malloc_trim`; `close` releases libc. */
-type Trim = (() => Promise<unknown>) & { close?(): void };
+function externalBytes(): number {
+  try {
+    return Deno.memoryUsage().external;
+  } catch {
+    return 0;
+  }
+}
+
+/** `malloc_trim`, after a full collection when `collect`; `close` releases libc. */
+type Trim = ((collect: boolean) => Promise<unknown>) & { close?(): void };
 
 /** The real trim, or null where it is impossible (opened at the first use). */
 function realTrim(): Trim | null {
   const libc = openLibc();
   if (!libc) return null;
   const gc = collector();
-  const trim = () => {
-    gc?.();
+  const trim = (collect: boolean) => {
+    if (collect) gc?.();
     return libc.symbols.malloc_trim(0n).catch(() => 0);
   };
   return Object.assign(trim, { close: () => libc.close() });
@@ -114,12 +127,15 @@ export class MemoryTrimmer {
   #lastTrim = -Infinity;
   /** Least time between trims that find no new growth; doubles while they return little. */
   #backoff: number;
+  /** The least `ArrayBuffer` memory seen at start or after a full collection. */
+  #externalFloor: number;
   #running: Promise<unknown> | null = null;
   #closed = false;
   readonly #quietMs: number;
   readonly #growth: number;
   readonly #checkMs: number;
   readonly #resident: () => number;
+  readonly #external: () => number;
   readonly #now: () => number;
 
   /** Creates a trimmer (libc is opened at the first trim). */
@@ -128,6 +144,8 @@ export class MemoryTrimmer {
     this.#growth = options.growthBytes ?? 32 * 1024 * 1024;
     this.#checkMs = options.checkMs ?? 1000;
     this.#resident = options.residentBytes ?? residentBytes;
+    this.#external = options.externalBytes ?? externalBytes;
+    this.#externalFloor = this.#external();
     this.#now = options.now ?? (() => performance.now());
     if (options.trim !== undefined) this.#trimFn = options.trim;
     this.#floor = this.#settled = this.#resident();
@@ -175,15 +193,19 @@ export class MemoryTrimmer {
     // find nothing, at a cost that grows with it; look again only after a
     // while, and only when there is work again — never on an idle server.
     if (rss - this.#settled < this.#growth / 2 && now - this.#lastTrim < this.#backoff) return;
-    this.#trim(rss);
+    // Buffers (output, file data, frames) are freed only by a collection of
+    // their owners; without a burst of them, what glibc holds free goes back
+    // without one (the heap's own garbage is V8's to reduce).
+    this.#trim(rss, this.#external() - this.#externalFloor >= this.#growth);
   }
 
-  #trim(before: number): void {
+  #trim(before: number, collect: boolean): void {
     if (this.#trimFn === undefined) this.#trimFn = realTrim();
     const trim = this.#trimFn;
     if (!trim) return;
-    this.#running = trim().finally(() => {
+    this.#running = trim(collect).finally(() => {
       this.#running = null;
+      if (collect) this.#externalFloor = Math.min(this.#externalFloor, this.#external());
       const after = this.#resident();
       this.#floor = Math.min(this.#floor, after);
       this.#settled = after;
