@@ -91,6 +91,5 @@ export {
 export type { ListenerContext, TunnelInterceptor } from "./src/proxy/http_proxy.ts";
 export type { UpstreamProxies } from "./src/proxy/connector.ts";
 export { type PooledConnection, UpstreamPool } from "./src/proxy/upstream_pool.ts";
-export { ByteSource, type ChunkReader, connReader } from "./src/http1/body.ts";
+export type { ByteSource } from "./src/http1/body.ts";
 export type { MessageHead } from "./src/http1/head.ts";
-export type { ManagedNetworkEnv } from "./src/server/server_state.ts";

@@ -34,6 +34,7 @@ export {
   type WebSocketAuth,
 } from "./src/server/ws_auth.ts";
 export type { DisconnectPolicy } from "./src/server/connection.ts";
+export type { ManagedNetworkEnv } from "./src/server/server_state.ts";
 
 export {
   createLogger,
