@@ -43,7 +43,7 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     shellSnapshotV2: processes,
     windowsMxc: false,
     // A writable root still gets a minimal /dev, and deny entries inside it
-    // still hold (tests/sandbox_test.ts checks both against the reference).
+    // still hold (tests/sandbox/sandbox_test.ts checks both against the reference).
     ...(inputs.sandbox
       ? { linuxRootWritePreservesDevices: true, linuxApprovedRootWritePreservesRestrictions: true }
       : {}),

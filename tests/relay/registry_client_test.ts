@@ -1,0 +1,146 @@
+// The registry client as the seed's tests describe it: redirects are never
+// followed, a validation is valid only for `{"valid": true}`, and an
+// executor whose rendezvous URL is refused registers again.
+
+import { nullLogger } from "../../src/log/logger.ts";
+import { generateIdentity } from "../../src/noise/hybrid_ik.ts";
+import { loadNoiseCrypto } from "../../src/noise/primitives.ts";
+import { loadLibc } from "../../src/util/libc.ts";
+import { RemoteExecutor } from "../../src/relay/executor/executor.ts";
+import {
+  connectHarness,
+  registerExecutor,
+  RegistryError,
+  validateHarness,
+} from "../../src/relay/wire/registry_client.ts";
+import { startRelayServer } from "../../src/relay/server/relay_server.ts";
+import { ExecServer } from "../../src/server/exec_server.ts";
+import { assert, assertEquals, assertRejects } from "../helpers/assert.ts";
+
+await loadNoiseCrypto();
+// An ExecServer loads libc (FFI) on first use; it stays open for the process.
+loadLibc();
+
+function body(identity: ReturnType<typeof generateIdentity>) {
+  return {
+    executor_registration_id: "reg_1",
+    harness_public_key: identity.publicKey,
+    harness_key_authorization: "hka_1",
+  };
+}
+
+function fakeRegistry(handler: (req: Request) => Response | Promise<Response>) {
+  const seen: string[] = [];
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+    seen.push(`${req.method} ${new URL(req.url).pathname}`);
+    return handler(req);
+  });
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    seen,
+    [Symbol.asyncDispose]: () => server.shutdown(),
+  };
+}
+
+Deno.test("registry client: redirects are refused, never followed", async () => {
+  await using target = fakeRegistry(() => Response.json({ url: "ws://x", environment_id: "e" }));
+  await using registry = fakeRegistry(() =>
+    new Response(null, { status: 307, headers: { location: `${target.url}/register` } })
+  );
+  const identity = generateIdentity();
+  await assertRejects(
+    () => registerExecutor({ url: registry.url, bearer: "t" }, "e", identity.publicKey),
+  );
+  assertEquals(target.seen, [], "the redirect was followed");
+  assertEquals(
+    await validateHarness({ url: registry.url, bearer: "t" }, "e", "s1", body(identity)),
+    "invalid",
+  );
+});
+
+Deno.test("registry client: a validation is valid only for a literal true", async () => {
+  const answers: unknown[] = [
+    { valid: true },
+    { valid: "true" },
+    { valid: 1 },
+    {},
+    null,
+  ];
+  const statuses = [200, 200, 200, 200, 401];
+  let i = 0;
+  await using registry = fakeRegistry(() => {
+    const at = i++;
+    return Response.json(answers[at], { status: statuses[at] });
+  });
+  const results = [];
+  for (let n = 0; n < answers.length; n++) {
+    results.push(
+      await validateHarness(
+        { url: registry.url, bearer: "t" },
+        "e",
+        `s${n}`,
+        body(generateIdentity()),
+      ),
+    );
+  }
+  assertEquals(results, ["valid", "invalid", "invalid", "invalid", "unauthorized"]);
+});
+
+Deno.test("remote executor: a refused rendezvous URL makes it register again", async () => {
+  const relay = await startRelayServer({ port: 0, logger: nullLogger });
+  const token = await relay.store.createToken("executor", "env-r");
+  let registrations = 0;
+  // A registry in front of the relay whose first URL is refused (a 4xx on
+  // the upgrade: its signature is wrong).
+  await using registry = fakeRegistry(async (req) => {
+    const upstream = await fetch(`${relay.url}${new URL(req.url).pathname}`, {
+      method: "POST",
+      headers: req.headers,
+      body: await req.text(),
+    });
+    const body = await upstream.json();
+    if (new URL(req.url).pathname.endsWith("/register") && registrations++ === 0) {
+      body.url = body.url.replace(/sig=[^&]+/, "sig=AAAA");
+    }
+    return Response.json(body, { status: upstream.status });
+  });
+  const server = new ExecServer();
+  const executor = await RemoteExecutor.start({
+    registry: { url: registry.url, bearer: token },
+    environmentId: "env-r",
+    server,
+    logger: nullLogger,
+    backoff: { initialMs: 20, maxMs: 50 },
+  });
+  try {
+    await executor.connected;
+    assertEquals(registrations >= 2, true, "registered again after the refusal");
+  } finally {
+    await executor.close();
+    await server.close();
+    await relay.close();
+  }
+});
+
+Deno.test("registry client: a refusal keeps the registry's reason; a non-JSON error body is previewed, bounded", async () => {
+  const identity = generateIdentity();
+  await using forbidden = fakeRegistry(() =>
+    Response.json({ error: { code: "token_revoked", message: "the token was revoked at 09:00" } }, {
+      status: 403,
+    })
+  );
+  await assertRejects(
+    () => connectHarness({ url: forbidden.url, bearer: "t" }, "e", identity.publicKey),
+    RegistryError,
+    "environment registry rejected the connect credentials (HTTP 403) (token_revoked): the token was revoked at 09:00",
+  );
+  const page = `<html><body>${"Bad gateway. ".repeat(50_000)}</body></html>`;
+  await using broken = fakeRegistry(() => new Response(page, { status: 418 }));
+  const error = await assertRejects(
+    () => registerExecutor({ url: broken.url, bearer: "t" }, "e", identity.publicKey),
+    RegistryError,
+    "environment registry register failed with HTTP 418: <html><body>Bad gateway. Bad gateway.",
+  );
+  assert(error.message.length < 400, `${error.message.length} characters`);
+  assert(error.message.includes(" bytes)"), error.message);
+});

@@ -1,0 +1,219 @@
+import { assert, assertEquals, assertThrows } from "../helpers/assert.ts";
+import { parseStrictJson } from "../../src/jsonrpc/strict_json.ts";
+import {
+  classifyMessage,
+  decodeMessage,
+  encodeMessage,
+  isMalformed,
+} from "../../src/jsonrpc/message.ts";
+import { strictUtf8Decoder } from "../../src/util/utf8.ts";
+import { createOutputSink, ndjsonFraming } from "../../src/jsonrpc/output_sink.ts";
+
+function detail(text: string): string {
+  const m = decodeMessage(text, "P");
+  assert(isMalformed(m), `expected malformed: ${text}`);
+  return m.malformed.slice(3);
+}
+
+Deno.test("strict JSON rejects duplicate keys at any depth, with the key named", () => {
+  assertEquals(
+    detail('{"id":9,"id":10,"method":"x"}'),
+    "duplicate JSON object key `id` at line 1 column 9",
+  );
+  assert(
+    detail('{"id":1,"method":"x","params":{"a":1,"b":{"c":1,"c":2}}}').startsWith(
+      "duplicate JSON object key `c`",
+    ),
+  );
+  // Escaped keys are compared by value.
+  assert(
+    detail('{"id":1,"method":"x","params":{"a":1,"\\u0061":2}}').startsWith(
+      "duplicate JSON object key `a`",
+    ),
+  );
+  // Many keys (set path) still detect duplicates.
+  const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${i}`, i]));
+  const text = JSON.stringify({ id: 1, method: "m", params: many }).slice(0, -2) + ',"k3":1}}';
+  assert(detail(text).startsWith("duplicate JSON object key `k3`"));
+});
+
+Deno.test("strict JSON enforces the value budget exactly", () => {
+  // object + id + method + junk array + 262140 zeros = 262144 values: accepted (T21)
+  const ok = `{"id":1,"method":"m","junk":[${Array(262140).fill(0).join(",")}]}`;
+  assertEquals(parseStrictJson(ok).ok, true);
+  const over = `{"id":1,"method":"m","junk":[${Array(262141).fill(0).join(",")}]}`;
+  const r = parseStrictJson(over);
+  assert(!r.ok && r.message.startsWith("JSON-RPC message exceeds the limit of 262144 JSON values"));
+});
+
+Deno.test("strict JSON limits nesting depth to 128", () => {
+  assertEquals(parseStrictJson("[".repeat(128) + "]".repeat(128)).ok, true);
+  const r = parseStrictJson("[".repeat(129) + "]".repeat(129));
+  assert(!r.ok && r.message.startsWith("recursion limit exceeded"));
+  // Far deeper input fails cleanly too (no stack overflow).
+  const deep = parseStrictJson("[".repeat(100_000));
+  assertEquals(deep.ok, false);
+});
+
+Deno.test("strict JSON reports syntax errors in serde's wording", () => {
+  assertEquals(detail("{not json}"), "key must be a string at line 1 column 2");
+  assertEquals(detail('{"id":1,"method":"x"} x'), "trailing characters at line 1 column 23");
+  assertEquals(detail("\uFEFF{}"), "expected value at line 1 column 1");
+  assert(detail('{"id":1,"method":"x"').startsWith("EOF while parsing an object"));
+  assert(detail('{"a":"unterminated').startsWith("EOF while parsing a string"));
+  assert(
+    detail('{"id":01,"method":"x"}').startsWith("trailing") ||
+      detail('{"id":01,"method":"x"}').startsWith("expected"),
+  );
+  assert(detail('{"id":1,"method":"a\\qb"}').startsWith("invalid string"));
+});
+
+Deno.test("strings with escaped quotes and long payloads scan in linear time", () => {
+  const r = parseStrictJson('{"a":"x\\"y\\\\","b":"\\\\\\""}');
+  if (!r.ok) throw new Error(r.message);
+  assertEquals(r.value, { a: 'x"y\\', b: '\\"' });
+  // 2 000 short strings, no backslash until the very end: must not be quadratic.
+  const parts = Array.from({ length: 2000 }, (_, i) => `"k${i}":"v"`);
+  const text = `{${parts.join(",")},"z":"\\n"}`;
+  const t0 = performance.now();
+  for (let i = 0; i < 20; i++) assert(parseStrictJson(text).ok);
+  assert(performance.now() - t0 < 2000);
+  const big = `{"id":1,"method":"m","params":{"d":"${"A".repeat(8_000_000)}"}}`;
+  assert(parseStrictJson(big).ok);
+});
+
+Deno.test("ids: integers in i64 are echoed exactly, floats/null/out of range rejected", () => {
+  const big = decodeMessage('{"id":9223372036854775807,"method":"m"}', "P");
+  assertEquals((big as { id: unknown }).id, 9223372036854775807n);
+  assertEquals(
+    encodeMessage({ id: 9223372036854775807n, result: 1 }),
+    '{"jsonrpc":"2.0","id":9223372036854775807,"result":1}',
+  );
+  assertEquals((decodeMessage('{"id":-5,"method":"m"}', "P") as { id: unknown }).id, -5);
+  assertEquals((decodeMessage('{"id":"abc","method":"m"}', "P") as { id: unknown }).id, "abc");
+  const bad = "data did not match any variant of untagged enum RequestId";
+  assertEquals(detail('{"id":1.5,"method":"m"}'), bad);
+  assertEquals(detail('{"id":1e3,"method":"m"}'), bad);
+  assertEquals(detail('{"id":null,"method":"m"}'), bad);
+  assertEquals(detail('{"id":9223372036854775808,"method":"m"}'), bad);
+  assertEquals(detail('{"id":true,"method":"m"}'), bad);
+});
+
+Deno.test("classification: requests, notifications, responses, errors and non-messages", () => {
+  assertEquals(classifyMessage({ id: 1, method: "m" }), { id: 1, method: "m" });
+  assertEquals(classifyMessage({ method: "n", params: [1] }), { method: "n", params: [1] });
+  assertEquals(classifyMessage({ id: 1, result: null }), { id: 1, result: null });
+  assertEquals(classifyMessage({ id: 1, error: { code: -1, message: "x" } }), {
+    id: 1,
+    error: { code: -1, message: "x" },
+  });
+  assertEquals(classifyMessage([1, 2, 3]), "expected a JSON-RPC object");
+  assertEquals(classifyMessage("x"), "expected a JSON-RPC object");
+  assertEquals(classifyMessage({ id: 5 }), "missing field `error`");
+  assertEquals(
+    classifyMessage({ id: 1, method: 5 }),
+    "invalid type: number, expected a string",
+  );
+  // "jsonrpc" is ignored on input, whatever its value.
+  assertEquals(classifyMessage({ jsonrpc: "1.0", id: 2, method: "m" }), { id: 2, method: "m" });
+});
+
+Deno.test("encoding is compact with jsonrpc first and omits absent params", () => {
+  assertEquals(encodeMessage({ method: "n" }), '{"jsonrpc":"2.0","method":"n"}');
+  assertEquals(
+    encodeMessage({ id: "a", method: "m", params: { x: 1 } }),
+    '{"jsonrpc":"2.0","id":"a","method":"m","params":{"x":1}}',
+  );
+  assertEquals(
+    encodeMessage({ id: -1, error: { code: -32600, message: "bad" } }),
+    '{"jsonrpc":"2.0","id":-1,"error":{"code":-32600,"message":"bad"}}',
+  );
+  assertEquals(
+    encodeMessage({ id: 1, result: undefined }),
+    '{"jsonrpc":"2.0","id":1,"result":null}',
+  );
+});
+
+Deno.test("strict UTF-8: the fast decoder accepts and refuses exactly what the fatal one does", () => {
+  const fatal = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+  const fast = strictUtf8Decoder();
+  const cases = [
+    [0x61, 0x62],
+    [0xe2, 0x82, 0xac], // €
+    [0xef, 0xbf, 0xbd], // a real U+FFFD
+    [0xf0, 0x9f, 0x98, 0x80],
+    [0xff],
+    [0xc0, 0xaf], // overlong
+    [0xed, 0xa0, 0x80], // surrogate
+    [0xe2, 0x82], // truncated
+    [0xef, 0xbb, 0xbf, 0x7b, 0x7d], // BOM
+    [0x61, 0xef, 0xbf, 0xbd, 0x80],
+  ];
+  for (const bytes of cases.map((c) => Uint8Array.from(c))) {
+    let expected: string | null = null;
+    try {
+      expected = fatal.decode(bytes);
+    } catch { /* invalid */ }
+    if (expected === null) assertThrows(() => fast(bytes), TypeError);
+    else assertEquals(fast(bytes), expected);
+  }
+  // A byte-order mark is kept, so JSON that starts with one is refused.
+  assertEquals(strictUtf8Decoder()(Uint8Array.from([0xef, 0xbb, 0xbf, 0x7b])), "\uFEFF{");
+});
+
+Deno.test("trace context: a request's top-level trace member round-trips; others drop it", () => {
+  const trace = { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" };
+  const text = encodeMessage({ id: 7, method: "m", params: { a: 1 }, trace });
+  assertEquals(JSON.parse(text).trace, trace);
+  assertEquals(JSON.parse(encodeMessage({ id: 8, method: "m", trace })).trace, trace);
+  const back = decodeMessage(text, "x") as { trace?: unknown };
+  assertEquals(back.trace, trace);
+  // Notifications carry none; malformed trace members are ignored.
+  assertEquals(
+    (decodeMessage('{"jsonrpc":"2.0","method":"n","trace":{"traceparent":"x"}}', "x") as {
+      trace?: unknown;
+    }).trace,
+    undefined,
+  );
+  assertEquals(
+    (decodeMessage('{"jsonrpc":"2.0","id":1,"method":"m","trace":{"traceparent":5}}', "x") as {
+      trace?: unknown;
+    }).trace,
+    undefined,
+  );
+});
+
+Deno.test("output sink: an `alone` message gets a batch of its own, handed over with it", async () => {
+  const batches: Array<[string, string | undefined]> = [];
+  let release!: () => void;
+  let gate = new Promise<void>((r) => (release = r));
+  const output = createOutputSink(
+    ndjsonFraming,
+    async (bytes, alone) => {
+      await gate; // hold the first batch so later messages pile up
+      batches.push([new TextDecoder().decode(bytes), (alone as { method?: string })?.method]);
+    },
+    () => Promise.resolve(),
+    { alone: (m) => (m as { method?: string }).method === "solo" },
+  );
+  const writer = new WritableStream(output.sink).getWriter();
+  const wrote = [
+    writer.write({ method: "a" }),
+    writer.write({ method: "b" }),
+    writer.write({ id: 1, method: "solo" }),
+    writer.write({ method: "c" }),
+    writer.write({ method: "d" }),
+  ];
+  await new Promise((r) => setTimeout(r, 10));
+  release();
+  gate = Promise.resolve();
+  await Promise.all(wrote);
+  assert(await output.flushed());
+  const methods = (text: string) => [...text.matchAll(/"method":"(\w+)"/g)].map((m) => m[1]);
+  // Order is kept; the solo message is alone in its batch and is the one
+  // handed over with it; no other batch gets a message.
+  assertEquals(batches.flatMap(([text]) => methods(text)), ["a", "b", "solo", "c", "d"]);
+  const solo = batches.filter(([, alone]) => alone !== undefined);
+  assertEquals(solo.length, 1);
+  assertEquals([methods(solo[0]![0]), solo[0]![1]], [["solo"], "solo"]);
+});
