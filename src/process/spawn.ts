@@ -182,8 +182,8 @@ export function spawnChild(request: SpawnRequest): SpawnedChild {
  * Names known to be absent from a PATH directory, valid while the
  * directory's modification time stays what it was. A failed `stat` costs
  * far more than a successful one (an error object with its stack, a
- * formatted message): a program found in the fourth PATH directory cost
- * 1.6 ms per start. Bounded: at most {@linkcode ABSENT_DIRS} directories of
+ * formatted message): a program found in the fourth PATH directory paid
+ * for three of them on every start. Bounded: at most {@linkcode ABSENT_DIRS} directories of
  * {@linkcode ABSENT_NAMES} names each.
  */
 const absentIn = new Map<string, { stamp: number; names: Set<string> }>();
