@@ -4,27 +4,26 @@
  * Output chunks, file replies and frames are allocated outside the
  * JavaScript heap; when they are freed, glibc keeps the pages in its arenas
  * for reuse, so a server that once streamed a few hundred MiB stays that
- * large while idle. `malloc_trim(0)` returns those pages. Such buffers are
- * only freed once the garbage collector finds their JavaScript owners gone,
- * which an idle server never triggers, so a trim is a full collection (V8's
- * `gc`, made available through `node:v8`) followed by `malloc_trim` (off the
- * main thread, through FFI).
+ * large while idle. `malloc_trim(0)` (off the main thread, through FFI)
+ * returns those pages. Such buffers are only freed once the garbage
+ * collector finds their JavaScript owners gone, which an idle server never
+ * triggers, so after a burst of them the trim is preceded by a full
+ * collection (V8's `gc`, made available through `node:v8`).
  *
  * Work only notes that it happened ({@linkcode MemoryTrimmer.note}, a
  * timestamp). A check runs a second after work begins, and then when the
- * work may have been quiet for half a second: once it has, and the resident size is more than
- * `growthBytes` above the smallest seen (at start or after a trim), it
- * trims: `malloc_trim`, after a full collection only when `ArrayBuffer`
- * memory is `growthBytes` above its smallest too (buffers are freed only by
- * a collection of their owners; a thousand sessions starting leave little of
- * them, and the heap's own garbage is V8's to reduce). Nothing is armed after a trim: the next work looks again. After a
+ * work may have been quiet for half a second. Once it has, and the resident
+ * size is more than `growthBytes` above the smallest seen (at start or after
+ * a trim), it trims — with a full collection first only when `ArrayBuffer`
+ * memory is `growthBytes` above its smallest too (a thousand sessions
+ * starting leave little of it, and the heap's own garbage is V8's to
+ * reduce). Nothing is armed after a trim: the next work looks again. After a
  * trim that returned little the memory is live (a thousand sessions, output
- * kept for reconnects), and a full collection of it costs more the more
- * there is and finds nothing, so the next one waits for new growth — or
- * for a while, which doubles (up to 30 s) as long as trims keep returning
- * little. An idle server has no timer at all, however many sessions it
- * holds. Where trimming is impossible (not Linux/glibc, no
- * `--allow-ffi`) nothing is scheduled.
+ * kept for reconnects), so the next one waits for new growth — or for a
+ * while, which doubles (up to 30 s) as long as trims keep returning little.
+ * An idle server has no timer at all, however many sessions it holds. Where
+ * trimming is impossible (not Linux/glibc, no `--allow-ffi`) nothing is
+ * scheduled.
  *
  * @module
  */
@@ -68,10 +67,8 @@ export interface MemoryTrimmerOptions {
   readonly growthBytes?: number;
   /** How often the check runs while there is work, ms. Default 1000. */
   readonly checkMs?: number;
-  /** The resident size (tests); default `Deno.memoryUsage().rss`. */
-  readonly residentBytes?: () => number;
-  /** Memory of `ArrayBuffer`s (tests); default `Deno.memoryUsage().external`. */
-  readonly externalBytes?: () => number;
+  /** The resident size and `ArrayBuffer` memory (tests); default `Deno.memoryUsage()`. */
+  readonly memory?: () => MemorySample;
   /**
    * One trim (tests): `malloc_trim`, after a full collection when `collect`;
    * default the real one, or null where that is impossible.
@@ -84,19 +81,20 @@ export interface MemoryTrimmerOptions {
 /** Longest wait between trims that return little. */
 const MAX_DELAY_MS = 30_000;
 
-function residentBytes(): number {
-  try {
-    return Deno.memoryUsage().rss;
-  } catch {
-    return 0;
-  }
+/** What the trimmer watches, in bytes. */
+export interface MemorySample {
+  /** The resident size. */
+  readonly rss: number;
+  /** Memory of `ArrayBuffer`s (output, file data, frames). */
+  readonly external: number;
 }
 
-function externalBytes(): number {
+function memorySample(): MemorySample {
   try {
-    return Deno.memoryUsage().external;
+    const { rss, external } = Deno.memoryUsage();
+    return { rss, external };
   } catch {
-    return 0;
+    return { rss: 0, external: 0 };
   }
 }
 
@@ -134,8 +132,7 @@ export class MemoryTrimmer {
   readonly #quietMs: number;
   readonly #growth: number;
   readonly #checkMs: number;
-  readonly #resident: () => number;
-  readonly #external: () => number;
+  readonly #memory: () => MemorySample;
   readonly #now: () => number;
 
   /** Creates a trimmer (libc is opened at the first trim). */
@@ -143,12 +140,12 @@ export class MemoryTrimmer {
     this.#quietMs = options.quietMs ?? 500;
     this.#growth = options.growthBytes ?? 32 * 1024 * 1024;
     this.#checkMs = options.checkMs ?? 1000;
-    this.#resident = options.residentBytes ?? residentBytes;
-    this.#external = options.externalBytes ?? externalBytes;
-    this.#externalFloor = this.#external();
+    this.#memory = options.memory ?? memorySample;
     this.#now = options.now ?? (() => performance.now());
     if (options.trim !== undefined) this.#trimFn = options.trim;
-    this.#floor = this.#settled = this.#resident();
+    const start = this.#memory();
+    this.#floor = this.#settled = start.rss;
+    this.#externalFloor = start.external;
     this.#backoff = this.#checkMs;
   }
 
@@ -185,7 +182,7 @@ export class MemoryTrimmer {
       this.#arm(Math.max(this.#quietMs - quietFor, 50));
       return;
     }
-    const rss = this.#resident();
+    const { rss, external } = this.#memory();
     // Nothing worth returning: stop until the next work.
     if (rss - this.#floor < this.#growth) return;
     // Grown no further since a trim that returned little: what is resident
@@ -196,7 +193,7 @@ export class MemoryTrimmer {
     // Buffers (output, file data, frames) are freed only by a collection of
     // their owners; without a burst of them, what glibc holds free goes back
     // without one (the heap's own garbage is V8's to reduce).
-    this.#trim(rss, this.#external() - this.#externalFloor >= this.#growth);
+    this.#trim(rss, external - this.#externalFloor >= this.#growth);
   }
 
   #trim(before: number, collect: boolean): void {
@@ -205,8 +202,8 @@ export class MemoryTrimmer {
     if (!trim) return;
     this.#running = trim(collect).finally(() => {
       this.#running = null;
-      if (collect) this.#externalFloor = Math.min(this.#externalFloor, this.#external());
-      const after = this.#resident();
+      const { rss: after, external } = this.#memory();
+      if (collect) this.#externalFloor = Math.min(this.#externalFloor, external);
       this.#floor = Math.min(this.#floor, after);
       this.#settled = after;
       this.#lastTrim = this.#now();

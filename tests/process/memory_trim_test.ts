@@ -35,11 +35,10 @@ function fakeProcess() {
     checkMs: 5,
     growthBytes: 32 * MiB,
     now: () => state.now,
-    residentBytes: () => {
+    memory: () => {
       queueMicrotask(() => wake("check"));
-      return state.rss;
+      return { rss: state.rss, external: state.external };
     },
-    externalBytes: () => state.external,
     trim: (collect) => {
       state.trims++;
       if (collect) {
