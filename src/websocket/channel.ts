@@ -102,7 +102,6 @@ export class WebSocketChannel {
   /** Recycled buffers of {@linkcode sendBinaryBatch}. */
   #spare: Uint8Array[] = [];
   #parser: FrameParser;
-  #masked: boolean;
   #resolveClosed!: (info: WebSocketCloseInfo) => void;
   #ended = false;
   #closeSent = false;
@@ -129,7 +128,6 @@ export class WebSocketChannel {
     );
     this.maxFrameBytes = options.maxFrameBytes ?? 16 * 1024 * 1024;
     this.maxMessageBytes = options.maxMessageBytes ?? 64 * 1024 * 1024;
-    this.#masked = options.role === "client";
     this.reusableWrites = options.reusableWrites ?? false;
     this.#parser = new FrameParser({
       maxFramePayload: this.maxFrameBytes,
@@ -141,7 +139,7 @@ export class WebSocketChannel {
     this.#pongTimeoutMs = options.pongTimeoutMs ?? 0;
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     this.#assembler = new MessageAssembler(this.maxMessageBytes);
-    this.#limits = { masked: this.#masked, maxFrameBytes: this.maxFrameBytes };
+    this.#limits = { masked: options.role === "client", maxFrameBytes: this.maxFrameBytes };
     this.#schedulePing();
   }
 
@@ -173,7 +171,7 @@ export class WebSocketChannel {
       if (this.#ended || this.#closeSent) return;
       if (this.#pongTimer === undefined) {
         // A server's ping is always the same two bytes (a client's is masked).
-        const ping = this.#masked
+        const ping = this.#limits.masked
           ? encodeFrame(Opcode.Ping, new Uint8Array(0), true)
           : [UNMASKED_EMPTY_PING];
         this.writeRaw(...ping).catch(() => {});
@@ -209,7 +207,7 @@ export class WebSocketChannel {
 
   /** Sends one data message; resolves when the transport has taken it. */
   send(data: string | Uint8Array): Promise<void> {
-    if (!this.#masked && typeof data !== "string" && data.length <= this.maxFrameBytes) {
+    if (!this.#limits.masked && typeof data !== "string" && data.length <= this.maxFrameBytes) {
       // A payload this process received: framed in place, not copied.
       const framed = frameInPlace(Opcode.Binary, data);
       if (framed) return this.writeRaw(framed);
@@ -267,7 +265,9 @@ export class WebSocketChannel {
     if (!this.#closeSent) {
       this.#closeSent = true;
       try {
-        await this.writeRaw(...encodeFrame(Opcode.Close, closePayload(code, reason), this.#masked));
+        await this.writeRaw(
+          ...encodeFrame(Opcode.Close, closePayload(code, reason), this.#limits.masked),
+        );
       } catch {
         this.#end({ code, reason, wasClean: false });
         return;
@@ -311,7 +311,11 @@ export class WebSocketChannel {
     if (!this.#closeSent) {
       this.#closeSent = true;
       await this.writeRaw(
-        ...encodeFrame(Opcode.Close, closePayload(error.closeCode, error.message), this.#masked),
+        ...encodeFrame(
+          Opcode.Close,
+          closePayload(error.closeCode, error.message),
+          this.#limits.masked,
+        ),
       ).catch(() => {});
     }
     this.#end({ code: error.closeCode, reason: error.message, wasClean: false });
@@ -407,7 +411,7 @@ export class WebSocketChannel {
     switch (frame.opcode) {
       case Opcode.Ping:
         if (!this.#closeSent) {
-          await this.writeRaw(...encodeFrame(Opcode.Pong, frame.payload, this.#masked))
+          await this.writeRaw(...encodeFrame(Opcode.Pong, frame.payload, this.#limits.masked))
             .catch(() => {});
         }
         return null;
@@ -420,7 +424,9 @@ export class WebSocketChannel {
         if (!this.#closeSent) {
           this.#closeSent = true;
           const echo = frame.payload.length >= 2 ? frame.payload.subarray(0, 2) : new Uint8Array(0);
-          await this.writeRaw(...encodeFrame(Opcode.Close, echo, this.#masked)).catch(() => {});
+          await this.writeRaw(...encodeFrame(Opcode.Close, echo, this.#limits.masked)).catch(
+            () => {},
+          );
         }
         this.#end({ code, reason, wasClean: true });
         return null;

@@ -271,9 +271,21 @@ async function launchProxy(
   }
 }
 
-/** A `-32603` start failure with its kind (`data.kind`, as Codex 0.171 reports it). */
-function startError(message: string, kind: SpawnErrorKind, cause: unknown): RpcError {
-  return new RpcError(ErrorCode.InternalError, message, { cause, data: { kind } });
+/**
+ * A `-32603` start failure with its kind (`data.kind`, as Codex 0.171
+ * reports it) and, for the debug log, what it concerns.
+ */
+function startError(
+  message: string,
+  kind: SpawnErrorKind,
+  cause: unknown,
+  logDetail?: string,
+): RpcError {
+  return new RpcError(ErrorCode.InternalError, message, {
+    cause,
+    data: { kind },
+    ...(logDetail !== undefined ? { logDetail } : {}),
+  });
 }
 
 /**
@@ -357,11 +369,7 @@ async function launchChild(
     });
   } catch (error) {
     if (error instanceof SpawnError) {
-      throw new RpcError(ErrorCode.InternalError, error.message, {
-        cause: error,
-        data: { kind: error.kind },
-        ...(error.detail !== undefined ? { logDetail: error.detail } : {}),
-      });
+      throw startError(error.message, error.kind, error, error.detail);
     }
     throw error;
   }
