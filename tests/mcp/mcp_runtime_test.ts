@@ -4,11 +4,10 @@
 // placed here, through our exec-server, through the reference's and
 // through the relay; tool names, the trust boundary and the tool cache.
 
+import { relayedServer } from "../helpers/relay.ts";
 import { createHash } from "node:crypto";
-import { ExecServer } from "../../src/server/exec_server.ts";
 import { nullLogger } from "../../src/log/logger.ts";
 import { loadNoiseCrypto } from "../../src/noise/primitives.ts";
-import { RemoteExecutor } from "../../src/relay/executor/executor.ts";
 import { startRelayServer } from "../../src/relay/server/relay_server.ts";
 import { serverKinds, startWsServer } from "../helpers/ws_server.ts";
 import {
@@ -978,23 +977,15 @@ Deno.test("mcp remote stdio: server-everything through the relay, end-to-end enc
   const relay = await startRelayServer({ port: 0, logger: nullLogger });
   const executorToken = await relay.store.createToken("executor", "env-mcp");
   const harnessToken = await relay.store.createToken("harness", "env-mcp");
-  const server = new ExecServer({ logger: nullLogger });
-  const executor = await RemoteExecutor.start({
-    registry: { url: relay.url, bearer: executorToken },
-    environmentId: "env-mcp",
-    server,
-    logger: nullLogger,
-    backoff: { initialMs: 50, maxMs: 200 },
-  });
+  const served = await relayedServer(relay.url, executorToken, "env-mcp");
   try {
-    await executor.connected;
+    await served.executor.connected;
     await everythingIn({
       rendezvous: { registryUrl: relay.url, environmentId: "env-mcp", token: harnessToken },
       reconnect: { initialDelayMs: 50, maxDelayMs: 200 },
     }, "relay");
   } finally {
-    await executor.close();
-    await server.close();
+    await served[Symbol.asyncDispose]();
     await relay.close();
   }
 });

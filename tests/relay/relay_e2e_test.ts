@@ -1,6 +1,7 @@
 // Remote mode end to end on 127.0.0.1: our relay (registry + rendezvous),
 // our executor and our client, everything through the encrypted path.
 
+import { relayedServer } from "../helpers/relay.ts";
 import { connect } from "../../src/client/client.ts";
 import { RendezvousError } from "../../src/client/rendezvous.ts";
 import { nullLogger } from "../../src/log/logger.ts";
@@ -26,14 +27,8 @@ async function setup(onForward?: (bytes: Uint8Array, direction: string) => void)
   });
   const executorToken = await relay.store.createToken("executor", "env-1");
   const harnessToken = await relay.store.createToken("harness", "env-1");
-  const server = new ExecServer({ logger: nullLogger });
-  const executor = await RemoteExecutor.start({
-    registry: { url: relay.url, bearer: executorToken },
-    environmentId: "env-1",
-    server,
-    logger: nullLogger,
-    backoff: { initialMs: 50, maxMs: 200 },
-  });
+  const served = await relayedServer(relay.url, executorToken, "env-1");
+  const { executor, server } = served;
   await executor.connected;
   const client = await connect({
     rendezvous: { registryUrl: relay.url, environmentId: "env-1", token: harnessToken },
@@ -47,8 +42,7 @@ async function setup(onForward?: (bytes: Uint8Array, direction: string) => void)
     harnessToken,
     async [Symbol.asyncDispose]() {
       await client.close();
-      await executor.close();
-      await server.close();
+      await served[Symbol.asyncDispose]();
       await relay.close();
     },
   };

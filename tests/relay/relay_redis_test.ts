@@ -3,6 +3,7 @@
 // unreachable and restarted, and a relay node killed with -9 behind one
 // address while a harness streams.
 
+import { relayedServer } from "../helpers/relay.ts";
 import { connect } from "../../src/client/client.ts";
 import { nullLogger } from "../../src/log/logger.ts";
 import { loadNoiseCrypto } from "../../src/noise/primitives.ts";
@@ -248,89 +249,77 @@ Deno.test({
     await using nodeB = await relayNode(redis.url);
     const executorToken = await tokenVia(redis.url, "executor", "env-fleet");
     const harnessToken = await tokenVia(redis.url, "harness", "env-fleet");
-    const server = new ExecServer({ logger: nullLogger });
-    const executor = await RemoteExecutor.start({
-      registry: { url: nodeA.url, bearer: executorToken },
-      environmentId: "env-fleet",
-      server,
-      logger: nullLogger,
-      backoff: { initialMs: 50, maxMs: 200 },
+    await using served = await relayedServer(nodeA.url, executorToken, "env-fleet");
+    await served.executor.connected;
+    const ready = await fetch(`${nodeB.url}/readyz`);
+    assertEquals([ready.status, await ready.text()], [200, `ok\nstore: redis ${redis.url}\n`]);
+    // Through node B: routed to node A, which holds the executor.
+    const client = await connect({
+      rendezvous: { registryUrl: nodeB.url, environmentId: "env-fleet", token: harnessToken },
+      reconnect: { initialDelayMs: 50, maxDelayMs: 200 },
     });
     try {
-      await executor.connected;
-      const ready = await fetch(`${nodeB.url}/readyz`);
-      assertEquals([ready.status, await ready.text()], [200, `ok\nstore: redis ${redis.url}\n`]);
-      // Through node B: routed to node A, which holds the executor.
-      const client = await connect({
-        rendezvous: { registryUrl: nodeB.url, environmentId: "env-fleet", token: harnessToken },
-        reconnect: { initialDelayMs: 50, maxDelayMs: 200 },
-      });
+      assertEquals((await client.run("echo via b")).stdout, "via b\n");
+      // Redis stops answering: the open stream does not need it …
+      redis.pause();
       try {
-        assertEquals((await client.run("echo via b")).stdout, "via b\n");
-        // Redis stops answering: the open stream does not need it …
-        redis.pause();
-        try {
-          assertEquals((await client.run("echo still flowing")).stdout, "still flowing\n");
-          // … new connects get a clear 503, and /readyz says why.
-          const refused = await fetch(`${nodeB.url}/cloud/environment/env-fleet/connect`, {
-            method: "POST",
-            headers: {
-              authorization: `Bearer ${harnessToken}`,
-              "content-type": "application/json",
-            },
-            body: JSON.stringify({ harness_public_key: generateIdentity().publicKey }),
-          });
-          assertEquals(refused.status, 503);
-          assertEquals(refused.headers.get("retry-after"), "1");
-          assertEquals((await refused.json()).error.code, "store_unavailable");
-          const down = await fetch(`${nodeA.url}/readyz`);
-          assertEquals(down.status, 503);
-          assertStringIncludes(await down.text(), "store unavailable");
-        } finally {
-          redis.resume();
-        }
-        // Back by itself.
-        assert(
-          await eventually(async () =>
-            (await fetch(`${nodeB.url}/readyz`).then((r) =>
-              r.body?.cancel().then(() => r.status)
-            )) === 200
-          ),
-          "readyz did not recover",
-        );
-        const again = await connect({
-          rendezvous: { registryUrl: nodeB.url, environmentId: "env-fleet", token: harnessToken },
+        assertEquals((await client.run("echo still flowing")).stdout, "still flowing\n");
+        // … new connects get a clear 503, and /readyz says why.
+        const refused = await fetch(`${nodeB.url}/cloud/environment/env-fleet/connect`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${harnessToken}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ harness_public_key: generateIdentity().publicKey }),
         });
-        assertEquals((await again.run("echo recovered")).stdout, "recovered\n");
-        await again.close();
-        // Redis restarted (its data on disk): new connects work again.
-        await redis.stop();
-        await redis.restart();
-        assert(
-          await eventually(async () => {
-            try {
-              const c = await connect({
-                rendezvous: {
-                  registryUrl: nodeA.url,
-                  environmentId: "env-fleet",
-                  token: harnessToken,
-                },
-                reconnect: false,
-              });
-              await c.close();
-              return true;
-            } catch {
-              return false;
-            }
-          }),
-          "no connect after the Redis restart",
-        );
+        assertEquals(refused.status, 503);
+        assertEquals(refused.headers.get("retry-after"), "1");
+        assertEquals((await refused.json()).error.code, "store_unavailable");
+        const down = await fetch(`${nodeA.url}/readyz`);
+        assertEquals(down.status, 503);
+        assertStringIncludes(await down.text(), "store unavailable");
       } finally {
-        await client.close();
+        redis.resume();
       }
+      // Back by itself.
+      assert(
+        await eventually(async () =>
+          (await fetch(`${nodeB.url}/readyz`).then((r) =>
+            r.body?.cancel().then(() => r.status)
+          )) === 200
+        ),
+        "readyz did not recover",
+      );
+      const again = await connect({
+        rendezvous: { registryUrl: nodeB.url, environmentId: "env-fleet", token: harnessToken },
+      });
+      assertEquals((await again.run("echo recovered")).stdout, "recovered\n");
+      await again.close();
+      // Redis restarted (its data on disk): new connects work again.
+      await redis.stop();
+      await redis.restart();
+      assert(
+        await eventually(async () => {
+          try {
+            const c = await connect({
+              rendezvous: {
+                registryUrl: nodeA.url,
+                environmentId: "env-fleet",
+                token: harnessToken,
+              },
+              reconnect: false,
+            });
+            await c.close();
+            return true;
+          } catch {
+            return false;
+          }
+        }),
+        "no connect after the Redis restart",
+      );
     } finally {
-      await executor.close();
-      await server.close();
+      await client.close();
     }
   },
 });
