@@ -120,6 +120,8 @@ const GIT_SSH_PREFIX = `${GIT_SSH_MARKER}ssh -o ProxyCommand='nc -X 5 -x `;
 export interface ManagedNetworkContext {
   /** Sorted, distinct listener ports. */
   loopbackPorts: number[];
+  /** The SOCKS5 listener's port (one of them), or null when SOCKS5 is off. */
+  socksPort: number | null;
   /** Local targets allowed. */
   allowLocalBinding: boolean;
 }

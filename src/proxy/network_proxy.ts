@@ -204,6 +204,7 @@ export class NetworkProxy implements AsyncDisposable {
     );
     return {
       loopbackPorts: [...new Set(ports)].sort((a, b) => a - b),
+      socksPort: this.addresses.socks?.port ?? null,
       allowLocalBinding: this.state.config.allow_local_binding,
     };
   }

@@ -148,6 +148,9 @@ function isExecutable(path: string): boolean {
 
 const NAMESPACES = ["--unshare-user", "--unshare-ipc"];
 
+/** The TUN clone device, which transparent TCP capture opens in the sandbox. */
+export const TUN_DEVICE = "/dev/net/tun";
+
 /**
  * Kernel settings are read-only in a sandbox: a server running as root maps
  * its sandboxes to root, whom `/proc/sys`'s permissions let write host-wide
@@ -352,6 +355,12 @@ export interface LaunchExtras {
    * sandbox's own loopback.
    */
   readonly routed?: boolean;
+  /**
+   * The bridge also captures raw TCP (see `tcp_capture/capture.ts`): it
+   * gets the TUN device and the capabilities to set it up, which it drops
+   * for the program.
+   */
+  readonly capture?: boolean;
 }
 
 /**
@@ -371,6 +380,17 @@ export function sandboxCommand(
   const options = bwrapOptions(plan, cwd, pidNamespace);
   for (const [k, v] of Object.entries(extras.setenv ?? {})) options.push("--setenv", k, v);
   const routed = extras.routed === true && plan.network === "restricted";
+  if (routed && extras.capture) {
+    options.push(
+      "--cap-add",
+      "CAP_NET_ADMIN",
+      "--cap-add",
+      "CAP_SETPCAP",
+      "--dev-bind",
+      TUN_DEVICE,
+      TUN_DEVICE,
+    );
+  }
   const filter = seccompFile(routed ? "routed" : plan.network);
   if (!filter) return [bwrap, ...options, "--", ...target];
   return [

@@ -22,9 +22,11 @@ import {
   type SandboxPlan,
 } from "./policy.ts";
 import { ProxyRoute } from "./proxy_route.ts";
+import { tcpCaptureSupport } from "./tcp_capture/support.ts";
 
 export { DenialDetector } from "./denied.ts";
 export { sandboxSupport } from "./bwrap.ts";
+export { tcpCaptureSupport } from "./tcp_capture/support.ts";
 export type { SandboxPlan } from "./policy.ts";
 
 /** What `process/start` reports for a confined child (the reference's name for its Linux sandbox). */
@@ -45,6 +47,14 @@ export function requireSandboxSupport(): void {
   if (!support.available) {
     throw new SandboxUnavailableError(`sandbox requested but unavailable: ${support.reason}`);
   }
+}
+
+/** Where a sandbox's network goes when the managed network is enforced. */
+export interface ManagedRoute {
+  /** The managed proxy's loopback ports. */
+  readonly ports: readonly number[];
+  /** The SOCKS5 port raw TCP is captured through, or null: no capture. */
+  readonly captureVia: number | null;
 }
 
 /** A sandbox ready to wrap one child. */
@@ -69,23 +79,25 @@ export interface PreparedSandbox {
  * "disabled"`). Throws {@linkcode SandboxUnavailableError} when a sandbox is
  * required and bubblewrap cannot provide it — never runs unconfined instead.
  *
- * `proxyPorts` (managed network enforced): the sandbox's network is its own
+ * `route` (managed network enforced): the sandbox's network is its own
  * namespace whatever the policy says, and the managed proxy's loopback ports
- * are all it can reach; an empty list (no proxy to reach) is refused.
+ * are all it can reach; an empty list (no proxy to reach) is refused. With
+ * `captureVia` (one of them, the SOCKS5 listener's), the program's raw TCP
+ * is captured and put through it too (transparent TCP).
  */
 export function prepareSandbox(
   sandbox: FileSystemSandboxContext | null | undefined,
   context: ResolveContext,
   pidNamespace: PidNamespace = "isolate",
-  proxyPorts: readonly number[] | null = null,
+  route: ManagedRoute | null = null,
 ): PreparedSandbox | null {
   if (!sandbox) return null;
   let plan = resolveSandbox(sandbox, context);
   if (!plan) return null;
   requireSandboxSupport();
-  let route: ProxyRoute | null = null;
-  if (proxyPorts) {
-    if (proxyPorts.length === 0) {
+  let proxyRoute: ProxyRoute | null = null;
+  if (route) {
+    if (route.ports.length === 0) {
       throw new SandboxUnavailableError(
         "sandbox requested but unavailable: enforceManagedNetwork needs a managed network proxy (send networkProxy, or start the server with --network-proxy)",
       );
@@ -97,8 +109,16 @@ export function prepareSandbox(
         "sandbox requested but unavailable: routing a sandbox's network to the managed proxy needs a policy that can read everything",
       );
     }
+    if (route.captureVia !== null) {
+      const capture = tcpCaptureSupport();
+      if (!capture.available) {
+        throw new SandboxUnavailableError(
+          `sandbox requested but unavailable: transparent TCP capture: ${capture.reason}`,
+        );
+      }
+    }
     plan = { ...plan, network: "restricted" };
-    route = ProxyRoute.open(proxyPorts);
+    proxyRoute = ProxyRoute.open(route.ports, route.captureVia);
   }
   const mountPoints = createdMountPoints(plan);
   const env = context.env;
@@ -110,15 +130,18 @@ export function prepareSandbox(
   return {
     plan,
     launcher: (cwd) => (target) => {
-      if (!route) return sandboxCommand(plan, cwd, target, pidNamespace, { setenv: confinedOnly });
-      const bridged = route.bridged(target, env);
+      if (!proxyRoute) {
+        return sandboxCommand(plan, cwd, target, pidNamespace, { setenv: confinedOnly });
+      }
+      const bridged = proxyRoute.bridged(target, env);
       return sandboxCommand(plan, cwd, bridged.argv, pidNamespace, {
         setenv: { ...confinedOnly, ...bridged.setenv },
         routed: true,
+        capture: proxyRoute.captureVia !== null,
       });
     },
     signaller: sandboxSignaller,
     hold: (running) => holdMountPoints(mountPoints, running),
-    close: () => route?.close() ?? Promise.resolve(),
+    close: () => proxyRoute?.close() ?? Promise.resolve(),
   };
 }

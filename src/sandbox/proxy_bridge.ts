@@ -2,7 +2,8 @@
  * The proxy bridge, run inside a routed sandbox (see `proxy_route.ts`):
  *
  * ```text
- * proxy_bridge.ts PORT=SOCKET… [--set K=V | --unset K]… -- PROGRAM ARGS…
+ * proxy_bridge.ts PORT=SOCKET… [--set K=V | --unset K]… [--capture PORT --setpriv PATH]
+ *                 -- PROGRAM ARGS…
  * ```
  *
  * listens on `127.0.0.1:PORT` of the sandbox's loopback for each route,
@@ -13,11 +14,18 @@
  * directly; the bridge ignores them from its start to its exit (it is a
  * process of its own: call {@linkcode runProxyBridge} only to be one).
  *
+ * `--capture PORT` also captures the program's raw TCP (see
+ * `tcp_capture/capture.ts`) through the SOCKS5 listener of route `PORT`.
+ * The bridge then holds `CAP_NET_ADMIN` (and `CAP_SETPCAP`): it sets the
+ * capture up and runs the program through `setpriv`, which drops every
+ * capability — bounding set included — before the program starts.
+ *
  * @module
  */
 
 import { forwardConnections } from "../util/conn_io.ts";
 import { signalExitCode } from "../process/signals.ts";
+import { startTcpCapture, type TcpCapture } from "./tcp_capture/capture.ts";
 
 /** Signals a shell job sends its group: the program handles them, the bridge waits. */
 const GROUP_SIGNALS: Deno.Signal[] = [
@@ -34,15 +42,21 @@ export async function runProxyBridge(args: readonly string[]): Promise<number> {
   const end = args.indexOf("--");
   const target = end === -1 ? [] : args.slice(end + 1);
   if (target.length === 0) {
-    console.error("proxy bridge: usage: PORT=SOCKET… [--set K=V|--unset K]… -- PROGRAM ARGS…");
+    console.error(
+      "proxy bridge: usage: PORT=SOCKET… [--set K=V|--unset K]… [--capture PORT --setpriv PATH] -- PROGRAM ARGS…",
+    );
     return 2;
   }
   const env = Deno.env.toObject();
   const routes: Array<[number, string]> = [];
   const options = args.slice(0, end);
+  let capturePort: number | null = null;
+  let setpriv: string | null = null;
   for (let i = 0; i < options.length; i++) {
     const arg = options[i]!;
     if (arg === "--unset") delete env[options[++i]!];
+    else if (arg === "--capture") capturePort = Number(options[++i]);
+    else if (arg === "--setpriv") setpriv = options[++i]!;
     else if (arg === "--set") {
       const pair = options[++i]!;
       const eq = pair.indexOf("=");
@@ -58,6 +72,34 @@ export async function runProxyBridge(args: readonly string[]): Promise<number> {
       () => Deno.connect({ transport: "unix", path }),
     )
   );
+  let capture: TcpCapture | null = null;
+  let program = target;
+  if (capturePort !== null) {
+    const socks = routes.find(([port]) => port === capturePort)?.[1];
+    try {
+      if (!socks || !setpriv) throw new Error("no SOCKS5 route or no setpriv");
+      capture = startTcpCapture(() => Deno.connect({ transport: "unix", path: socks }));
+    } catch (error) {
+      // Asked-for capture that cannot run: nothing runs uncaptured.
+      console.error(`proxy bridge: transparent TCP capture failed: ${(error as Error).message}`);
+      await Promise.allSettled(loops.map((l) => l.close()));
+      return 1;
+    }
+    const missing = missingProgram(target[0]!, env.PATH);
+    if (missing) {
+      console.error(`bwrap: execvp ${target[0]}: ${missing}`);
+      await Promise.allSettled([...loops.map((l) => l.close()), capture.close()]);
+      return 1;
+    }
+    program = [
+      setpriv!,
+      "--inh-caps=-all",
+      "--ambient-caps=-all",
+      "--bounding-set=-all",
+      "--",
+      ...target,
+    ];
+  }
   // Ignored until this process exits, never removed: the group's signal
   // reaches the bridge and the program at once, and Deno may take it up only
   // after the program has answered it (its trap ran, it exited) — with the
@@ -68,8 +110,8 @@ export async function runProxyBridge(args: readonly string[]): Promise<number> {
   try {
     let child: Deno.ChildProcess;
     try {
-      child = new Deno.Command(target[0]!, {
-        args: target.slice(1),
+      child = new Deno.Command(program[0]!, {
+        args: program.slice(1),
         env,
         clearEnv: true,
         stdin: "inherit",
@@ -89,8 +131,30 @@ export async function runProxyBridge(args: readonly string[]): Promise<number> {
     const status = await child.status;
     return status.signal ? signalExitCode(status.signal) : status.code;
   } finally {
-    await Promise.allSettled(loops.map((l) => l.close()));
+    await Promise.allSettled([...loops.map((l) => l.close()), capture?.close()]);
   }
+}
+
+/**
+ * Why `program` cannot be run (bubblewrap's words), or null: checked before
+ * `setpriv` runs it, so that a missing program reads as it does without
+ * capture.
+ */
+function missingProgram(program: string, path = ""): string | null {
+  const candidates = program.includes("/")
+    ? [program]
+    : path.split(":").filter((dir) => dir !== "").map((dir) => `${dir}/${program}`);
+  let denied = false;
+  for (const candidate of candidates) {
+    try {
+      const info = Deno.statSync(candidate);
+      if (info.isFile && ((info.mode ?? 0) & 0o111) !== 0) return null;
+      denied = true;
+    } catch (error) {
+      if (error instanceof Deno.errors.PermissionDenied) denied = true;
+    }
+  }
+  return denied ? "Permission denied" : "No such file or directory";
 }
 
 if (import.meta.main) Deno.exit(await runProxyBridge(Deno.args));

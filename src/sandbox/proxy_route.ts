@@ -21,6 +21,7 @@
 import type { ConnectionLoop } from "../util/accept_loop.ts";
 import { forwardConnections } from "../util/conn_io.ts";
 import { runtimeEnv, selfCommand } from "./self_command.ts";
+import { tcpCaptureSupport } from "./tcp_capture/support.ts";
 
 /** The bridge's subcommand in a compiled binary. */
 export const PROXY_BRIDGE_COMMAND = "__proxy-bridge";
@@ -31,17 +32,28 @@ export class ProxyRoute {
   readonly dir: string;
   /** Proxy port → socket path. */
   readonly sockets: ReadonlyMap<number, string>;
+  /** The SOCKS5 port the bridge captures raw TCP through, or null. */
+  readonly captureVia: number | null;
   readonly #loops: ConnectionLoop[];
   #closing: Promise<void> | null = null;
 
-  private constructor(dir: string, sockets: Map<number, string>, loops: ConnectionLoop[]) {
+  private constructor(
+    dir: string,
+    sockets: Map<number, string>,
+    loops: ConnectionLoop[],
+    captureVia: number | null,
+  ) {
     this.dir = dir;
     this.sockets = sockets;
     this.#loops = loops;
+    this.captureVia = captureVia;
   }
 
-  /** Listens for `ports` (distinct loopback ports of the proxy). */
-  static open(ports: readonly number[]): ProxyRoute {
+  /**
+   * Listens for `ports` (distinct loopback ports of the proxy); with
+   * `captureVia` (one of them), the bridge captures raw TCP through it.
+   */
+  static open(ports: readonly number[], captureVia: number | null = null): ProxyRoute {
     const dir = Deno.makeTempDirSync({ prefix: "exec-server-route-" });
     const sockets = new Map<number, string>();
     const loops: ConnectionLoop[] = [];
@@ -59,7 +71,7 @@ export class ProxyRoute {
       Deno.removeSync(dir, { recursive: true });
       throw error;
     }
-    return new ProxyRoute(dir, sockets, loops);
+    return new ProxyRoute(dir, sockets, loops, captureVia);
   }
 
   /**
@@ -72,11 +84,21 @@ export class ProxyRoute {
     env: Readonly<Record<string, string>>,
   ): { argv: string[]; setenv: Record<string, string> } {
     const routes = [...this.sockets].map(([port, path]) => `${port}=${path}`);
+    const capture = this.captureVia === null
+      ? []
+      : ["--capture", `${this.captureVia}`, "--setpriv", tcpCaptureSupport().setpriv!];
     const helper = selfCommand(
       new URL("./proxy_bridge.ts", import.meta.url),
       [PROXY_BRIDGE_COMMAND],
-      [...routes, ...restoreArgs(env, Object.keys(runtimeEnv())), "--", ...target],
-      ["--allow-net", "--allow-read", "--allow-write", "--allow-run", "--allow-env"],
+      [...routes, ...restoreArgs(env, Object.keys(runtimeEnv())), ...capture, "--", ...target],
+      [
+        "--allow-net",
+        "--allow-read",
+        "--allow-write",
+        "--allow-run",
+        "--allow-env",
+        ...(capture.length ? ["--allow-ffi"] : []),
+      ],
     );
     return { argv: helper.argv, setenv: helper.env };
   }

@@ -19,6 +19,8 @@ export interface CapabilityInputs {
   readonly sandbox?: boolean;
   /** An egress proxy is applied to managed-network processes. */
   readonly managedNetworkProxy?: boolean;
+  /** A sandbox's raw TCP can be captured (TUN device, setpriv). */
+  readonly transparentTcp?: boolean;
 }
 
 /** Builds the capability flags for `environment/info`. */
@@ -55,9 +57,9 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     closeStdin: has(Method.ProcessCloseStdin),
     outputFlowControl: has(Method.ProcessPauseOutput) && has(Method.ProcessResumeOutput),
     losslessOutput: processes,
-    // Codex 0.171's transparent TCP capture is not built yet; starts asking
-    // for it are refused (see process_start.ts).
-    networkProxyTransparentTcp: false,
+    // A sandbox's raw TCP through the launched proxy (sandbox/tcp_capture/);
+    // where it cannot be, starts asking for it are refused.
+    networkProxyTransparentTcp: processes && (inputs.transparentTcp ?? false),
     httpBodyLimit: has(Method.HttpRequest),
     httpBodyFlowControl: has(Method.HttpPauseBody) && has(Method.HttpResumeBody) &&
       has(Method.HttpCancelBody),

@@ -7,6 +7,7 @@
 
 import { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import { sandboxSupport } from "../sandbox/bwrap.ts";
+import { tcpCaptureSupport } from "../sandbox/tcp_capture/support.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import type { RequestTracer } from "../log/otel.ts";
@@ -58,6 +59,13 @@ export interface ExecServerOptions {
    * (the reference's `--linux-sandbox-pid-namespace`).
    */
   readonly sandboxPidNamespace?: "isolate" | "inherit";
+  /**
+   * Capture the raw TCP of every sandbox routed to the managed proxy
+   * (`enforceManagedNetwork`), as if each start asked for
+   * `networkProxy.proxy.transparentTcp` (the reference's
+   * `--linux-sandbox-transparent-tcp`). Default false.
+   */
+  readonly sandboxTransparentTcp?: boolean;
   /** Where to log. Default: nowhere (the CLI logs JSON lines on stderr). */
   readonly logger?: Logger;
   /**
@@ -99,6 +107,7 @@ export class ExecServer {
       httpBodyLimitBytes: options.httpBodyLimitBytes ?? 256 * 1024 * 1024,
       outputHistoryBytes: options.outputHistoryBytes ?? 16 * 1024 * 1024,
       sandboxPidNamespace: options.sandboxPidNamespace ?? "isolate",
+      sandboxTransparentTcp: options.sandboxTransparentTcp ?? false,
     };
     // A library logs nothing unless given a logger (the CLI passes one).
     const logger = options.logger ?? nullLogger;
@@ -120,6 +129,7 @@ export class ExecServer {
           tty: ptyAvailability().available,
           managedNetworkProxy: options.managedNetwork !== undefined,
           sandbox: sandbox.available,
+          transparentTcp: tcpCaptureSupport().available,
         }),
         { available: sandbox.available, mechanism: "bubblewrap", reason: sandbox.reason },
       ),

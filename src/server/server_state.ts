@@ -20,8 +20,14 @@ import type { SessionRegistry } from "./session_registry.ts";
 export interface ManagedNetworkEnv {
   /** Returns `env` routed through the proxy. */
   applyToEnv(env: Record<string, string>): Record<string, string>;
-  /** The proxy's loopback ports, which a restricted sandbox is routed to. */
-  managedNetworkContext?(): { readonly loopbackPorts: readonly number[] };
+  /**
+   * The proxy's loopback ports, which a restricted sandbox is routed to,
+   * and the SOCKS5 one, which transparent TCP capture goes through.
+   */
+  managedNetworkContext?(): {
+    readonly loopbackPorts: readonly number[];
+    readonly socksPort?: number | null;
+  };
 }
 
 /** Fully resolved server options. */
@@ -44,6 +50,8 @@ export interface ResolvedExecServerOptions {
    * `inherit`: they share the server's (and can signal same-user processes).
    */
   readonly sandboxPidNamespace: "isolate" | "inherit";
+  /** Routed sandboxes capture raw TCP by default. */
+  readonly sandboxTransparentTcp: boolean;
 }
 
 /** Shared server state (see the module documentation). */

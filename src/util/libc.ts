@@ -1,7 +1,7 @@
 /**
  * The few libc functions Deno does not expose (pseudo-terminals, advisory
  * file locks that can be tried without blocking, listing extended
- * attributes), through `Deno.dlopen`.
+ * attributes, a sandbox's TUN device), through `Deno.dlopen`.
  * Loaded lazily and only on Linux; when FFI is unavailable (other OS, no
  * `--allow-ffi`), {@linkcode loadLibc} returns null and terminals are
  * reported as unsupported.
@@ -17,6 +17,9 @@ const SYMBOLS = {
   open: { parameters: ["buffer", "i32"], result: "i32" },
   ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  /** On a thread of its own: a TUN device's read blocks until a packet comes. */
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize", nonblocking: true },
+  socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
   flock: { parameters: ["i32", "i32"], result: "i32" },
   listxattr: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
@@ -33,6 +36,7 @@ export const C = {
   O_RDWR: 0x2,
   O_NOCTTY: 0x100,
   O_CLOEXEC: 0x80000,
+  SOCK_CLOEXEC: 0x80000,
   TIOCSWINSZ: 0x5414n,
   TIOCGWINSZ: 0x5413n,
   TIOCGPGRP: 0x540fn,

@@ -29,6 +29,7 @@ import { readsEverything } from "../../sandbox/policy.ts";
 import {
   DenialDetector,
   LINUX_SANDBOX_TYPE,
+  type ManagedRoute,
   type PreparedSandbox,
   prepareSandbox,
   SandboxUnavailableError,
@@ -203,19 +204,25 @@ export async function startProcess(
   if (session.hasProcess(p.processId)) {
     throw invalidRequest(`process ${p.processId} already exists`);
   }
-  if (p.networkProxy?.proxy.transparentTcp) {
-    if (!p.sandbox) throw invalidParams("transparent TCP requires a managed Linux sandbox");
-    // Asked-for policy this server cannot enforce yet: refused, never weakened.
-    throw startError(
-      "sandbox requested but unavailable: transparent TCP capture is not supported by this server (environment/info capabilities.networkProxyTransparentTcp is false)",
-      "sandboxUnavailable",
-      undefined,
-    );
-  }
+  const asked = p.networkProxy?.proxy.transparentTcp === true;
+  if (asked && !p.sandbox) throw invalidParams("transparent TCP requires a managed Linux sandbox");
   let env = computeChildEnv(p.env, p.envPolicy, () => Deno.env.toObject());
-  // enforceManagedNetwork: a sandbox's only way out is the proxy (none: no way out).
-  const routeTo = (proxy: ManagedNetworkEnv | null) =>
-    p.enforceManagedNetwork ? proxy?.managedNetworkContext?.().loopbackPorts ?? [] : null;
+  // enforceManagedNetwork: a sandbox's only way out is the proxy (none: no
+  // way out). Transparent TCP routes it there too, and captures raw TCP.
+  const routeTo = (proxy: ManagedNetworkEnv | null): ManagedRoute | null => {
+    const capture = asked || (p.enforceManagedNetwork && server.options.sandboxTransparentTcp);
+    if (!p.enforceManagedNetwork && !capture) return null;
+    const context = proxy?.managedNetworkContext?.();
+    if (capture && context && !context.socksPort) {
+      throw invalidParams(
+        "invalid network proxy config: transparent_tcp requires an enabled managed SOCKS5 proxy",
+      );
+    }
+    return {
+      ports: context?.loopbackPorts ?? [],
+      captureVia: capture ? context?.socksPort ?? null : null,
+    };
+  };
   if (!p.networkProxy) {
     const managed = p.enforceManagedNetwork ? server.managedNetwork : null;
     if (managed) env = managed.applyToEnv(env);
@@ -289,15 +296,15 @@ function startError(
 }
 
 /**
- * The child itself: sandbox (its network only `proxyPorts` when given),
- * shell snapshot, spawn, registration.
+ * The child itself: sandbox (its network only the managed proxy's `route`
+ * when given), shell snapshot, spawn, registration.
  */
 async function startChild(
   p: DecodedProcessStart,
   ctx: HandlerContext,
   starter: ChildStarter,
   env: Record<string, string>,
-  proxyPorts: readonly number[] | null,
+  route: ManagedRoute | null,
 ): Promise<ProcessStartResult> {
   const { session, server } = ctx;
   let sandbox: PreparedSandbox | null;
@@ -306,7 +313,7 @@ async function startChild(
       p.sandbox,
       { cwd: p.cwd, env },
       server.options.sandboxPidNamespace,
-      proxyPorts,
+      route,
     );
   } catch (error) {
     if (error instanceof SandboxUnavailableError) {
