@@ -18,7 +18,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import { relay, writeAll } from "../util/conn_io.ts";
 import { dialDirect, dialViaProxy, pickUpstream, PolicyDialError } from "./connector.ts";
 import type { BlockReason, DecisionSource } from "./decision.ts";
-import { addrText, ipBytes, isIpLiteral, normalizeHost } from "../util/host.ts";
+import { addrText, isIpLiteral, normalizeHost } from "../util/host.ts";
 import type { ListenerContext } from "./http_proxy.ts";
 import { decodeSocksAddress, encodeSocksAddress, SocksReply } from "../socks5/wire.ts";
 

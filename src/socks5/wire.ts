@@ -7,7 +7,7 @@
  * @module
  */
 
-import { ipBytes } from "../util/host.ts";
+import { ipBytes, ipFromBytes } from "../util/host.ts";
 import { writeAll } from "../util/conn_io.ts";
 
 /** SOCKS5 reply codes. */
@@ -36,26 +36,6 @@ export function encodeSocksAddress(host: string, port: number): Uint8Array {
   return new Uint8Array([...addr, port >> 8, port & 0xff]);
 }
 
-function ipText(bytes: Uint8Array): string {
-  if (bytes.length === 4) return bytes.join(".");
-  const words: string[] = [];
-  for (let i = 0; i < 16; i += 2) words.push(((bytes[i]! << 8) | bytes[i + 1]!).toString(16));
-  // Compress the longest run of two or more zero words.
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8;) {
-    let j = i;
-    while (j < 8 && words[j] === "0") j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j === i ? i + 1 : j;
-  }
-  if (best === -1) return words.join(":");
-  return `${words.slice(0, best).join(":")}::${words.slice(best + bestLen).join(":")}`;
-}
-
 /** Decodes an address at `offset` of `data`: host, port and the end offset; `null` if truncated or unknown. */
 export function decodeSocksAddress(
   data: Uint8Array,
@@ -66,11 +46,11 @@ export function decodeSocksAddress(
   let at = offset + 1;
   if (atyp === 0x01) {
     if (data.length < at + 6) return null;
-    host = ipText(data.subarray(at, at + 4));
+    host = ipFromBytes(data.subarray(at, at + 4));
     at += 4;
   } else if (atyp === 0x04) {
     if (data.length < at + 18) return null;
-    host = ipText(data.subarray(at, at + 16));
+    host = ipFromBytes(data.subarray(at, at + 16));
     at += 16;
   } else if (atyp === 0x03) {
     const len = data[at];

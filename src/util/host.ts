@@ -96,6 +96,27 @@ function v4NonPublic([a, b, c]: Uint8Array): boolean {
     a! >= 224; // multicast 224/4, reserved 240/4, broadcast
 }
 
+/** The text of a 4- or 16-byte address (IPv6 in its compressed form). */
+export function ipFromBytes(bytes: Uint8Array): string {
+  if (bytes.length === 4) return bytes.join(".");
+  const words: string[] = [];
+  for (let i = 0; i < 16; i += 2) words.push(((bytes[i]! << 8) | bytes[i + 1]!).toString(16));
+  // Compress the longest run of two or more zero words.
+  let best = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8;) {
+    let j = i;
+    while (j < 8 && words[j] === "0") j++;
+    if (j - i > bestLen) {
+      best = i;
+      bestLen = j - i;
+    }
+    i = j === i ? i + 1 : j;
+  }
+  if (best === -1) return words.join(":");
+  return `${words.slice(0, best).join(":")}::${words.slice(best + bestLen).join(":")}`;
+}
+
 /**
  * True when `ip` is not a public address: loopback, private, link-local,
  * unspecified, multicast, broadcast, 0/8, CGNAT, 192.0.0/24, TEST-NETs,

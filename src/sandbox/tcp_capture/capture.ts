@@ -5,12 +5,12 @@
  * managed proxy's SOCKS5 listener, which applies its policy
  * (`socks5_tcp`); a refused one is reset.
  *
- * How: the namespace's default route leads into a TUN device, and
- * {@linkcode TcpNat} turns each connection's packets into a connection to
- * the bridge's own listener (the kernel's TCP at both ends — no TCP stack
- * here), which CONNECTs through the SOCKS5 route to where the program
- * meant to go. UDP and ICMP find no way out (dropped, as before), IPv6 has
- * no route (unreachable), loopback stays the sandbox's own.
+ * How: the namespace's default routes (IPv4 and IPv6) lead into a TUN
+ * device, and {@linkcode TcpNat} turns each connection's packets into a
+ * connection to the bridge's own listener (the kernel's TCP at both ends —
+ * no TCP stack here), which CONNECTs through the SOCKS5 route to where the
+ * program meant to go. UDP and ICMP find no way out (dropped, as before),
+ * loopback stays the sandbox's own.
  *
  * Why not a redirect rule (nftables `redirect`, `tproxy`): that needs the
  * `nft` program and netlink inside the sandbox, and the original
@@ -23,19 +23,20 @@
 import { acceptConnections, type ConnectionLoop } from "../../util/accept_loop.ts";
 import { relay } from "../../util/conn_io.ts";
 import { socks5Connect } from "../../socks5/wire.ts";
-import { ipv4, TcpNat } from "./nat.ts";
+import { TcpNat } from "./nat.ts";
+import { ipBytes } from "../../util/host.ts";
 import { Tun } from "./tun.ts";
 
 /** The device's name inside the sandbox. */
 export const CAPTURE_DEVICE = "exectun0";
-/** The sandbox's address on it (TEST-NET-1, as the reference's). */
-export const CAPTURE_ADDRESS = "192.0.2.1";
+/** The sandbox's addresses on it (documentation ranges, as the reference's). */
+export const CAPTURE_ADDRESSES = { 4: "192.0.2.1", 6: "2001:db8::1" } as const;
 /**
- * Where captured connections seem to come from, as the bridge's listener
- * sees them (benchmarking range: no program means it; one that connects
- * to it is captured like any other address).
+ * Where captured connections seem to come from, as the bridge's listeners
+ * see them (benchmarking ranges: no program means them; one that connects
+ * to them is captured like any other address).
  */
-const PEER_ADDRESS = "198.18.0.1";
+const PEER_ADDRESSES = { 4: "198.18.0.1", 6: "2001:2::1" } as const;
 const MTU = 1500;
 
 /** A running capture. */
@@ -50,32 +51,57 @@ export interface TcpCapture {
  * managed proxy's SOCKS5 listener each.
  */
 export function startTcpCapture(dialSocks: () => Promise<Deno.Conn>): TcpCapture {
-  const local = CAPTURE_ADDRESS.split(".").map(Number);
-  const tun = Tun.open(CAPTURE_DEVICE, new Uint8Array(local), MTU);
-  let listener: Deno.Listener;
+  const tun = Tun.open(
+    CAPTURE_DEVICE,
+    ipBytes(CAPTURE_ADDRESSES[4])!,
+    ipBytes(CAPTURE_ADDRESSES[6])!,
+    MTU,
+  );
+  const loops: ConnectionLoop[] = [];
+  const nats: Array<TcpNat | undefined> = [];
   try {
-    listener = Deno.listen({ hostname: CAPTURE_ADDRESS, port: 0 });
+    for (const family of tun.ipv6 ? [4, 6] as const : [4] as const) {
+      const listener = Deno.listen({ hostname: CAPTURE_ADDRESSES[family], port: 0 });
+      const nat = new TcpNat({
+        local: ipBytes(CAPTURE_ADDRESSES[family])!,
+        peer: ipBytes(PEER_ADDRESSES[family])!,
+        listenerPort: (listener.addr as Deno.NetAddr).port,
+      });
+      nats[family] = nat;
+      loops.push(acceptCaptured(listener, nat, PEER_ADDRESSES[family], dialSocks));
+    }
   } catch (error) {
+    for (const loop of loops) void loop.close();
     tun.close();
     throw error;
   }
-  const nat = new TcpNat({
-    local: ipv4(local),
-    peer: ipv4(PEER_ADDRESS.split(".").map(Number)),
-    listenerPort: (listener.addr as Deno.NetAddr).port,
-  });
   const emit = (packet: Uint8Array) => tun.write(packet);
   const pumping = (async () => {
     for (;;) {
       const packet = await tun.read();
       if (!packet) return;
-      nat.translate(packet, emit);
+      nats[packet[0]! >> 4]?.translate(packet, emit);
     }
   })();
   pumping.catch((error) => console.error(`transparent TCP capture stopped: ${error.message}`));
-  const loop: ConnectionLoop = acceptConnections(listener, async (conn) => {
+  return {
+    async close() {
+      await Promise.allSettled(loops.map((loop) => loop.close()));
+      tun.close();
+    },
+  };
+}
+
+/** Serves `listener`: each captured connection CONNECTs through the proxy, or is reset. */
+function acceptCaptured(
+  listener: Deno.Listener,
+  nat: TcpNat,
+  peer: string,
+  dialSocks: () => Promise<Deno.Conn>,
+): ConnectionLoop {
+  return acceptConnections(listener, async (conn) => {
     const from = conn.remoteAddr as Deno.NetAddr;
-    const flow = from.hostname === PEER_ADDRESS ? nat.flow(from.port) : undefined;
+    const flow = from.hostname === peer ? nat.flow(from.port) : undefined;
     if (!flow) {
       // Not a captured connection (the program dialled the listener itself).
       conn.close();
@@ -93,10 +119,4 @@ export function startTcpCapture(dialSocks: () => Promise<Deno.Conn>): TcpCapture
     }
     await relay(conn, upstream);
   });
-  return {
-    async close() {
-      await loop.close();
-      tun.close();
-    },
-  };
 }

@@ -8,15 +8,18 @@
  * listener 192.0.2.1:L → PEER:F      becomes  D:P → 192.0.2.1:S
  * ```
  *
- * Each connection (a SYN from the program) gets its own peer port `F`; the
- * listener learns `D:P` from {@linkcode TcpNat.flow} of the connection's
- * remote port and puts it through the proxy. Anything else (UDP, ICMP,
- * fragments, IPv6, packets of no connection) is dropped. A connection the
+ * (and the same for IPv6, with a table of its own). Each connection (a SYN
+ * from the program) gets its own peer port `F`; the listener learns `D:P`
+ * from {@linkcode TcpNat.flow} of the connection's remote port and puts it
+ * through the proxy. Anything else (UDP, ICMP, fragments, IPv6 extension
+ * headers, packets of no connection) is dropped. A connection the
  * proxy refuses is reset toward the program, as a TCP stack in the path
  * would: {@linkcode TcpNat.reset}, then close the accepted connection.
  *
  * @module
  */
+
+import { ipFromBytes } from "../../util/host.ts";
 
 const TCP = 6;
 const FIN = 0x01;
@@ -40,7 +43,7 @@ export interface CapturedFlow {
 
 interface Flow extends CapturedFlow {
   readonly key: string;
-  readonly dst: number;
+  readonly dst: Uint8Array;
   /** Reset toward the program when the listener closes. */
   reset: boolean;
   clientFin: boolean;
@@ -49,13 +52,23 @@ interface Flow extends CapturedFlow {
   endedAt: number;
 }
 
-/** Addresses as 32-bit numbers. */
-export function ipv4(bytes: ArrayLike<number>): number {
-  return ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
+/** Where an IP version keeps what the translation reads and writes. */
+interface Layout {
+  readonly version: 4 | 6;
+  /** Source address offset; the destination follows it. */
+  readonly src: number;
+  readonly addressLength: number;
+  /** The transport protocol's byte (IPv6: only a TCP header right after the fixed one). */
+  readonly protocol: number;
+  readonly minHeader: number;
 }
 
-function ipText(n: number): string {
-  return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+const IPV4: Layout = { version: 4, src: 12, addressLength: 4, protocol: 9, minHeader: 20 };
+const IPV6: Layout = { version: 6, src: 8, addressLength: 16, protocol: 6, minHeader: 40 };
+
+function equal(b: Uint8Array, at: number, address: Uint8Array): boolean {
+  for (let i = 0; i < address.length; i++) if (b[at + i] !== address[i]) return false;
+  return true;
 }
 
 /** One's-complement sum of 16-bit words of `b` in `[from, to)` added to `sum`. */
@@ -79,10 +92,10 @@ function ipChecksum(b: Uint8Array, ihl: number): void {
   b[11] = c & 255;
 }
 
-/** The TCP checksum of the segment at `t..end` of IPv4 packet `b`, written in place. */
-function tcpChecksum(b: Uint8Array, t: number, end: number): void {
+/** The TCP checksum of the segment at `t..end` of packet `b`, written in place. */
+function tcpChecksum(b: Uint8Array, layout: Layout, t: number, end: number): void {
   b[t + 16] = b[t + 17] = 0;
-  let sum = sum16(b, 12, 20) + TCP + (end - t);
+  let sum = sum16(b, layout.src, layout.src + 2 * layout.addressLength) + TCP + (end - t);
   sum = sum16(b, t, end, sum);
   const c = ~fold(sum) & 0xffff;
   b[t + 16] = c >> 8;
@@ -90,67 +103,77 @@ function tcpChecksum(b: Uint8Array, t: number, end: number): void {
 }
 
 /** The words a translation changes: addresses (pseudo-header) and ports. */
-function changedWords(b: Uint8Array, t: number): number {
-  return sum16(b, 12, 20) + sum16(b, t, t + 4);
+function changedWords(b: Uint8Array, layout: Layout, t: number): number {
+  return sum16(b, layout.src, layout.src + 2 * layout.addressLength) + sum16(b, t, t + 4);
 }
 
 function setAddresses(
   b: Uint8Array,
+  layout: Layout,
   t: number,
-  src: number,
+  src: Uint8Array,
   sport: number,
-  dst: number,
+  dst: Uint8Array,
   dport: number,
 ): void {
   const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  const before = fold(changedWords(b, t));
-  v.setUint32(12, src);
-  v.setUint32(16, dst);
+  const before = fold(changedWords(b, layout, t));
+  b.set(src, layout.src);
+  b.set(dst, layout.src + layout.addressLength);
   v.setUint16(t, sport);
   v.setUint16(t + 2, dport);
   // RFC 1624: HC' = ~(~HC + ~m + m'), over every changed word at once.
   const old = v.getUint16(t + 16);
-  const sum = fold((~old & 0xffff) + (~before & 0xffff) + fold(changedWords(b, t)));
+  const sum = fold((~old & 0xffff) + (~before & 0xffff) + fold(changedWords(b, layout, t)));
   v.setUint16(t + 16, ~sum & 0xffff);
-  ipChecksum(b, (b[0]! & 15) * 4);
+  if (layout.version === 4) ipChecksum(b, (b[0]! & 15) * 4);
 }
 
-/** A bare TCP segment (no options, no data) in a fresh IPv4 packet. */
+/** A bare TCP segment (no options, no data) in a fresh packet. */
 function segment(
-  src: number,
+  layout: Layout,
+  src: Uint8Array,
   sport: number,
-  dst: number,
+  dst: Uint8Array,
   dport: number,
   seq: number,
   ack: number,
   flags: number,
 ): Uint8Array {
-  const b = new Uint8Array(40);
+  const t = layout.minHeader;
+  const b = new Uint8Array(t + 20);
   const v = new DataView(b.buffer);
-  b[0] = 0x45;
-  v.setUint16(2, 40);
-  b[6] = 0x40; // don't fragment
-  b[8] = 64;
-  b[9] = TCP;
-  v.setUint32(12, src);
-  v.setUint32(16, dst);
-  v.setUint16(20, sport);
-  v.setUint16(22, dport);
-  v.setUint32(24, seq >>> 0);
-  v.setUint32(28, ack >>> 0);
-  b[32] = 5 << 4;
-  b[33] = flags;
-  ipChecksum(b, 20);
-  tcpChecksum(b, 20, 40);
+  if (layout.version === 4) {
+    b[0] = 0x45;
+    v.setUint16(2, t + 20);
+    b[6] = 0x40; // don't fragment
+    b[8] = 64;
+    b[9] = TCP;
+  } else {
+    b[0] = 0x60;
+    v.setUint16(4, 20);
+    b[6] = TCP;
+    b[7] = 64;
+  }
+  b.set(src, layout.src);
+  b.set(dst, layout.src + layout.addressLength);
+  v.setUint16(t, sport);
+  v.setUint16(t + 2, dport);
+  v.setUint32(t + 4, seq >>> 0);
+  v.setUint32(t + 8, ack >>> 0);
+  b[t + 12] = 5 << 4;
+  b[t + 13] = flags;
+  if (layout.version === 4) ipChecksum(b, t);
+  tcpChecksum(b, layout, t, t + 20);
   return b;
 }
 
 /** Options of {@linkcode TcpNat}. */
 export interface TcpNatOptions {
-  /** The sandbox's address (the TUN device's). */
-  readonly local: number;
-  /** The address captured connections come from, as the listener sees them. */
-  readonly peer: number;
+  /** The sandbox's address on the TUN device (4 bytes: IPv4, 16: IPv6). */
+  readonly local: Uint8Array;
+  /** The address captured connections come from, as the listener sees them (same family). */
+  readonly peer: Uint8Array;
   /** The bridge listener's port on `local`. */
   readonly listenerPort: number;
   /** Connections held at once (default 16 384); a SYN past it is refused with a reset. */
@@ -161,8 +184,9 @@ export interface TcpNatOptions {
 
 /** The translation table; feed it every packet the TUN device gives. */
 export class TcpNat {
-  readonly #local: number;
-  readonly #peer: number;
+  readonly #layout: Layout;
+  readonly #local: Uint8Array;
+  readonly #peer: Uint8Array;
   readonly #listenerPort: number;
   readonly #maxFlows: number;
   readonly #now: () => number;
@@ -173,6 +197,8 @@ export class TcpNat {
 
   /** Creates an empty table. */
   constructor(options: TcpNatOptions) {
+    this.#layout = options.local.length === 4 ? IPV4 : IPV6;
+    if (options.peer.length !== options.local.length) throw new TypeError("mixed address families");
     this.#local = options.local;
     this.#peer = options.peer;
     this.#listenerPort = options.listenerPort;
@@ -202,37 +228,52 @@ export class TcpNat {
    */
   translate(packet: Uint8Array, emit: (packet: Uint8Array) => void): void {
     const b = packet;
-    if (b.length < 40 || b[0]! >> 4 !== 4 || b[9] !== TCP) return;
-    const ihl = (b[0]! & 15) * 4;
+    const layout = this.#layout;
+    if (b.length < layout.minHeader + 20 || b[0]! >> 4 !== layout.version) return;
+    if (b[layout.protocol] !== TCP) return;
     const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
-    const total = v.getUint16(2);
-    if (ihl < 20 || total > b.length || total < ihl + 20) return;
-    if ((v.getUint16(6) & 0x3fff) !== 0) return; // a fragment
-    const src = v.getUint32(12);
-    if (src !== this.#local) return;
-    const dst = v.getUint32(16);
-    const t = ihl;
+    let t: number;
+    let total: number;
+    if (layout.version === 4) {
+      t = (b[0]! & 15) * 4;
+      total = v.getUint16(2);
+      if ((v.getUint16(6) & 0x3fff) !== 0) return; // a fragment
+    } else {
+      t = 40;
+      total = 40 + v.getUint16(4);
+    }
+    if (t < layout.minHeader || total > b.length || total < t + 20) return;
+    if (!equal(b, layout.src, this.#local)) return;
+    const dstAt = layout.src + layout.addressLength;
     const sport = v.getUint16(t);
     const dport = v.getUint16(t + 2);
     const flags = b[t + 13]!;
     const bytes = b.subarray(0, total);
-    if (dst === this.#peer && sport === this.#listenerPort) {
+    if (sport === this.#listenerPort && equal(b, dstAt, this.#peer)) {
       this.#fromListener(bytes, t, dport, flags, emit);
     } else {
-      this.#fromProgram(bytes, t, dst, sport, dport, flags, emit);
+      this.#fromProgram(
+        bytes,
+        t,
+        b.slice(dstAt, dstAt + layout.addressLength),
+        sport,
+        dport,
+        flags,
+        emit,
+      );
     }
   }
 
   #fromProgram(
     b: Uint8Array,
     t: number,
-    dst: number,
+    dst: Uint8Array,
     sport: number,
     dport: number,
     flags: number,
     emit: (packet: Uint8Array) => void,
   ): void {
-    const key = `${dst}:${dport}:${sport}`;
+    const key = `${dst.join(".")}:${dport}:${sport}`;
     let flow = this.#byKey.get(key);
     const opening = (flags & (SYN | ACK | RST)) === SYN;
     if (opening && flow?.endedAt) {
@@ -245,7 +286,7 @@ export class TcpNat {
       flow = this.#open(key, dst, sport, dport);
       if (!flow) {
         const seq = new DataView(b.buffer, b.byteOffset).getUint32(t + 4);
-        emit(segment(dst, dport, this.#local, sport, 0, seq + 1, RST | ACK));
+        emit(segment(this.#layout, dst, dport, this.#local, sport, 0, seq + 1, RST | ACK));
         return;
       }
     }
@@ -254,7 +295,7 @@ export class TcpNat {
       flow.clientFin = true;
       if (flow.listenerFin) this.#end(flow);
     }
-    setAddresses(b, t, this.#peer, flow.peerPort, this.#local, this.#listenerPort);
+    setAddresses(b, this.#layout, t, this.#peer, flow.peerPort, this.#local, this.#listenerPort);
     emit(b);
   }
 
@@ -273,9 +314,10 @@ export class TcpNat {
       const seq = v.getUint32(t + 4);
       const ack = v.getUint32(t + 8);
       this.#end(flow);
-      emit(segment(flow.dst, flow.port, this.#local, flow.clientPort, seq, ack, RST | ACK));
+      const l = this.#layout;
+      emit(segment(l, flow.dst, flow.port, this.#local, flow.clientPort, seq, ack, RST | ACK));
       if (!(flags & RST)) {
-        emit(segment(this.#peer, peerPort, this.#local, this.#listenerPort, ack, 0, RST));
+        emit(segment(l, this.#peer, peerPort, this.#local, this.#listenerPort, ack, 0, RST));
       }
       return;
     }
@@ -284,11 +326,11 @@ export class TcpNat {
       flow.listenerFin = true;
       if (flow.clientFin) this.#end(flow);
     }
-    setAddresses(b, t, flow.dst, flow.port, this.#local, flow.clientPort);
+    setAddresses(b, this.#layout, t, flow.dst, flow.port, this.#local, flow.clientPort);
     emit(b);
   }
 
-  #open(key: string, dst: number, clientPort: number, port: number): Flow | undefined {
+  #open(key: string, dst: Uint8Array, clientPort: number, port: number): Flow | undefined {
     this.#sweep();
     // Peer ports are 1024–65535: lingering mappings hold theirs too.
     if (this.#live >= this.#maxFlows || this.#byPeerPort.size >= 64_000) return undefined;
@@ -300,7 +342,7 @@ export class TcpNat {
       key,
       dst,
       clientPort,
-      host: ipText(dst),
+      host: ipFromBytes(dst),
       port,
       peerPort,
       reset: false,

@@ -25,8 +25,10 @@ let support: TcpCaptureSupport | undefined;
 /** Checks once, then answers from memory. */
 export function tcpCaptureSupport(): TcpCaptureSupport {
   if (support) return support;
-  const no = (reason: string, setpriv: string | null = null) =>
-    (support = { available: false, reason, setpriv });
+  const no = (
+    reason: string,
+    setpriv: string | null = null,
+  ) => (support = { available: false, reason, setpriv });
   const sandbox = sandboxSupport();
   if (!sandbox.available) return no(sandbox.reason);
   if (Deno.build.os !== "linux") return no(`Linux only (this is ${Deno.build.os})`);
@@ -39,7 +41,9 @@ export function tcpCaptureSupport(): TcpCaptureSupport {
   }) ?? null;
   if (!setpriv) return no("setpriv (util-linux) is not installed");
   try {
-    if (!Deno.statSync(TUN_DEVICE).isCharDevice) return no(`${TUN_DEVICE} is not a device`, setpriv);
+    if (!Deno.statSync(TUN_DEVICE).isCharDevice) {
+      return no(`${TUN_DEVICE} is not a device`, setpriv);
+    }
   } catch {
     return no(`${TUN_DEVICE} is missing (load the tun module)`, setpriv);
   }
