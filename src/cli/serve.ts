@@ -43,6 +43,8 @@ export interface ServeConfig {
   readonly exitOnStdinClose: boolean;
   /** PID namespace of sandboxed processes. */
   readonly sandboxPidNamespace: "isolate" | "inherit";
+  /** Capture the raw TCP of every sandbox routed to the managed proxy. */
+  readonly sandboxTransparentTcp: boolean;
   /** Log threshold. */
   readonly logLevel: LogLevel;
   /** How upgrades are authenticated (resolved lazily: token digests are async). */
@@ -81,6 +83,8 @@ Options:
   --linux-sandbox-pid-namespace <MODE>
                                     sandboxed processes: isolate (own PID namespace, default)
                                     or inherit (can signal other same-user processes)
+  --linux-sandbox-transparent-tcp   route a managed sandbox's raw TCP through the SOCKS5
+                                    proxy (as if every routed start set transparentTcp)
   --process-retention <DURATION>    keep closed processes readable this long (default 80s)
   --session-ttl <DURATION>          keep detached sessions resumable this long (default 80s)
   --http-body-limit <SIZE>          cap on buffered http/request bodies (default 256M)
@@ -265,6 +269,7 @@ export function parseServeArgs(
       name: { type: "string" },
       "registration-bearer-stdin": { type: "boolean" },
       "linux-sandbox-pid-namespace": { type: "string" },
+      "linux-sandbox-transparent-tcp": { type: "boolean" },
     },
   });
   if (parsed === "help") return "help";
@@ -289,6 +294,7 @@ export function parseServeArgs(
   return {
     listen,
     sandboxPidNamespace: pidNamespace,
+    sandboxTransparentTcp: v["linux-sandbox-transparent-tcp"] ?? false,
     concurrency: v["concurrent-requests"] === undefined
       ? 32
       : parsePositiveInt("concurrent-requests <COUNT>", v["concurrent-requests"]),
@@ -351,6 +357,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
     concurrency: config.concurrency,
     processRetentionMs: config.processRetentionMs,
     sandboxPidNamespace: config.sandboxPidNamespace,
+    sandboxTransparentTcp: config.sandboxTransparentTcp,
     sessionTtlMs: config.sessionTtlMs,
     httpBodyLimitBytes: config.httpBodyLimitBytes,
     logger,

@@ -78,7 +78,7 @@ export async function runProxyBridge(args: readonly string[]): Promise<number> {
     const socks = routes.find(([port]) => port === capturePort)?.[1];
     try {
       if (!socks || !setpriv) throw new Error("no SOCKS5 route or no setpriv");
-      capture = startTcpCapture(() => Deno.connect({ transport: "unix", path: socks }));
+      capture = await startTcpCapture(() => Deno.connect({ transport: "unix", path: socks }));
     } catch (error) {
       // Asked-for capture that cannot run: nothing runs uncaptured.
       console.error(`proxy bridge: transparent TCP capture failed: ${(error as Error).message}`);

@@ -1,11 +1,13 @@
 // Shared fixtures for the egress proxy tests: a local HTTP origin that
 // echoes what it saw, a TLS origin with its own CA, a proxy with a fake
-// resolver, and curl.
+// resolver, curl, and a process run with a launched proxy.
 
 import { defaultNetworkProxyConfig, type NetworkProxyConfig } from "../../src/proxy/config.ts";
 import { NetworkProxy, type NetworkProxyOptions } from "../../src/proxy/network_proxy.ts";
 import { generateMitmCa } from "../../src/proxy/mitm/x509.ts";
 import { nullLogger } from "../../src/log/logger.ts";
+import { assert } from "./assert.ts";
+import type { Msg, WireClient } from "./wire_client.ts";
 
 export interface Seen {
   method: string;
@@ -180,4 +182,68 @@ export function recordingUpstream() {
       await serving;
     },
   };
+}
+
+/** What {@linkcode runWithProxy} saw. */
+export interface ProxyRun {
+  /** `network/policyRequest` params, in order. */
+  asked: Msg[];
+  /** `network/policyDecision` params without the timestamp and client port. */
+  decisions: Msg[];
+  stdout: string;
+  stderr: string;
+  /** The proxy's HTTP port, as the child saw it. */
+  port: number;
+}
+
+let proxyRuns = 0;
+
+/**
+ * Runs `script` with a launched proxy (`networkProxy`; `extra` adds to the
+ * start, e.g. a sandbox); answers each policy request with `answer` (a
+ * JSON-RPC answer body, or null to stay silent).
+ */
+export async function runWithProxy(
+  c: WireClient,
+  script: string,
+  networkProxy: Msg,
+  answer: Msg | null,
+  extra: Msg = {},
+): Promise<ProxyRun> {
+  const processId = `np${++proxyRuns}`;
+  const started = await c.call("process/start", {
+    processId,
+    argv: ["/bin/sh", "-c", `echo "port=\${HTTP_PROXY##*:}"; ${script}`],
+    cwd: "file:///tmp",
+    env: { PATH: "/usr/local/bin:/usr/bin:/bin" },
+    tty: false,
+    networkProxy,
+    ...extra,
+  });
+  if (started.error) throw new Error(JSON.stringify(started.error));
+  const run: ProxyRun = { asked: [], decisions: [], stdout: "", stderr: "", port: 0 };
+  const dec = new TextDecoder();
+  for (;;) {
+    const m = await c.take((m) =>
+      m.params?.processId === processId &&
+      ["network/policyRequest", "network/policyDecision", "process/output", "process/closed"]
+        .includes(m.method)
+    );
+    if (m.method === "network/policyRequest") {
+      run.asked.push(m.params);
+      if (answer) await c.send({ jsonrpc: "2.0", id: m.id, ...answer });
+    } else if (m.method === "network/policyDecision") {
+      const { timestamp, client, ...rest } = m.params;
+      assert(!Number.isNaN(Date.parse(timestamp)), timestamp);
+      assert(/^127\.0\.0\.1:\d+$/.test(client), client);
+      run.decisions.push(rest);
+    } else if (m.method === "process/output") {
+      const text = dec.decode(Uint8Array.fromBase64(m.params.chunk));
+      if (m.params.stream === "stderr") run.stderr += text;
+      else run.stdout += text;
+    } else break;
+  }
+  run.port = Number(/port=(\d+)/.exec(run.stdout)?.[1]);
+  run.stdout = run.stdout.replace(/port=\d+\n/, "");
+  return run;
 }

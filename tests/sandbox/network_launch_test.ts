@@ -4,7 +4,7 @@
 // the proxy gone when the process closes — side by side with the reference.
 
 import { assert, assertEquals } from "../helpers/assert.ts";
-import { httpOrigin } from "../helpers/proxy.ts";
+import { httpOrigin, type ProxyRun, runWithProxy } from "../helpers/proxy.ts";
 import {
   type NamedServer,
   oursServer,
@@ -14,8 +14,8 @@ import {
   runSandboxed,
   sandboxContext,
 } from "../helpers/sandbox.ts";
-import { sandboxSupport } from "../../src/sandbox/mod.ts";
-import { eventually, type Msg, type WireClient } from "../helpers/wire_client.ts";
+import { sandboxSupport, tcpCaptureSupport } from "../../src/sandbox/mod.ts";
+import { eventually, type Msg } from "../helpers/wire_client.ts";
 import { clientTargets, scratchRoot } from "../helpers/reference.ts";
 import { connect } from "../../src/client/client.ts";
 import { launchProcessProxy, MAX_OPEN_QUESTIONS } from "../../src/server/network_launch.ts";
@@ -38,61 +38,6 @@ const PROXY: RemoteNetworkProxyConfig = {
 
 let processes = 0;
 
-interface Run {
-  /** `network/policyRequest` params, in order. */
-  asked: Msg[];
-  /** `network/policyDecision` params without the timestamp and client port. */
-  decisions: Msg[];
-  stdout: string;
-  /** The proxy's HTTP port, as the child saw it. */
-  port: number;
-}
-
-/**
- * Runs `script` with a launched proxy; answers each policy request with
- * `answer` (a JSON-RPC answer body, or null to stay silent).
- */
-async function runWithProxy(
-  c: WireClient,
-  script: string,
-  networkProxy: Msg,
-  answer: Msg | null,
-): Promise<Run> {
-  const processId = `np${++processes}`;
-  const started = await c.call("process/start", {
-    processId,
-    argv: ["/bin/sh", "-c", `echo "port=\${HTTP_PROXY##*:}"; ${script}`],
-    cwd: "file:///tmp",
-    env: { PATH: "/usr/local/bin:/usr/bin:/bin" },
-    tty: false,
-    networkProxy,
-  });
-  if (started.error) throw new Error(JSON.stringify(started.error));
-  const run: Run = { asked: [], decisions: [], stdout: "", port: 0 };
-  const dec = new TextDecoder();
-  for (;;) {
-    const m = await c.take((m) =>
-      m.params?.processId === processId &&
-      ["network/policyRequest", "network/policyDecision", "process/output", "process/closed"]
-        .includes(m.method)
-    );
-    if (m.method === "network/policyRequest") {
-      run.asked.push(m.params);
-      if (answer) await c.send({ jsonrpc: "2.0", id: m.id, ...answer });
-    } else if (m.method === "network/policyDecision") {
-      const { timestamp, client, ...rest } = m.params;
-      assert(!Number.isNaN(Date.parse(timestamp)), timestamp);
-      assert(/^127\.0\.0\.1:\d+$/.test(client), client);
-      run.decisions.push(rest);
-    } else if (m.method === "process/output") {
-      run.stdout += dec.decode(Uint8Array.fromBase64(m.params.chunk));
-    } else break;
-  }
-  run.port = Number(/port=(\d+)/.exec(run.stdout)?.[1]);
-  run.stdout = run.stdout.replace(/port=\d+\n/, "");
-  return run;
-}
-
 const curl = (url: string) =>
   `curl -sS -m 10 --noproxy '' -x "$HTTP_PROXY" -o /dev/null -w '%{http_code}\\n' ${url}`;
 
@@ -114,7 +59,7 @@ async function scenarios(named: NamedServer, originPort: number) {
   await c.initialize();
   const url = `http://localhost:${originPort}/x`;
   const port = originPort;
-  const out: Record<string, Run> = {};
+  const out: Record<string, ProxyRun> = {};
   // Not on the allow list: the client decides.
   out.allowed = await runWithProxy(c, curl(url), {
     policyDecisionTimeoutMs: 10_000,
@@ -152,7 +97,7 @@ Deno.test("network launch: policy requests answered by the harness, decisions re
   const origin = httpOrigin();
   try {
     const servers = [oursServer(), referenceServer()].filter((s): s is NamedServer => !!s);
-    const results: Record<string, Record<string, Run>> = {};
+    const results: Record<string, Record<string, ProxyRun>> = {};
     for (const s of servers) results[s.name] = await scenarios(s, origin.port);
     const ours = results.ours!;
     const port = origin.port;
@@ -160,7 +105,7 @@ Deno.test("network launch: policy requests answered by the harness, decisions re
       processId,
       request: { protocol: "http", host: "localhost", port },
     });
-    const pid = (run: Run) => run.asked[0]?.processId ?? run.decisions[0]?.processId;
+    const pid = (run: ProxyRun) => run.asked[0]?.processId ?? run.decisions[0]?.processId;
 
     assertEquals(ours.allowed!.asked, [request(pid(ours.allowed!))]);
     assertEquals(ours.allowed!.stdout, "200\n");
@@ -207,7 +152,7 @@ Deno.test("network launch: policy requests answered by the harness, decisions re
     const reference = results.reference;
     if (reference) {
       // Same questions, decisions and child-visible outcomes (process ids aside).
-      const shape = (run: Run) => ({
+      const shape = (run: ProxyRun) => ({
         asked: run.asked.map(({ processId: _, ...r }) => r),
         decisions: run.decisions.map(({ processId: _, ...d }) => d),
         stdout: run.stdout,
@@ -559,8 +504,7 @@ Deno.test("network launch: at most 64 open policy questions per proxy; more are 
 });
 
 Deno.test({
-  name:
-    "network launch: transparentTcp is validated as the reference validates it, and refused here rather than run without capture",
+  name: "network launch: transparentTcp is validated as the reference validates it",
   ignore: !sandboxSupport().available,
   fn: async () => {
     const ws = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "ttcp-" });
@@ -595,21 +539,11 @@ Deno.test({
           }),
         ];
         if (named.name === "ours") {
-          // Well-formed, but this server cannot capture: refused, nothing runs.
-          const refused = await start({
-            sandbox,
-            enforceManagedNetwork: true,
-            networkProxy: { proxy: { ...PROXY, transparentTcp: true } },
-          });
-          assertEquals(refused, {
-            code: -32603,
-            message:
-              "sandbox requested but unavailable: transparent TCP capture is not supported by this server (environment/info capabilities.networkProxyTransparentTcp is false)",
-            data: { kind: "sandboxUnavailable" },
-          });
-          assert(!(await exists(`${ws}/ran-ours`)));
           const info = await c.call("environment/info", {});
-          assertEquals(info.result.capabilities.networkProxyTransparentTcp, false);
+          assertEquals(
+            info.result.capabilities.networkProxyTransparentTcp,
+            tcpCaptureSupport().available,
+          );
         }
       }
       assertEquals(answers.ours, [

@@ -38,6 +38,8 @@ export const CAPTURE_ADDRESSES = { 4: "192.0.2.1", 6: "2001:db8::1" } as const;
  */
 const PEER_ADDRESSES = { 4: "198.18.0.1", 6: "2001:2::1" } as const;
 const MTU = 1500;
+/** How long a new address may take to become usable (see {@linkcode listenOnNewAddress}). */
+const ADDRESS_READY_MS = 10_000;
 
 /** A running capture. */
 export interface TcpCapture {
@@ -50,7 +52,9 @@ export interface TcpCapture {
  * returns): connections go through `dialSocks()`, a fresh connection to the
  * managed proxy's SOCKS5 listener each.
  */
-export function startTcpCapture(dialSocks: () => Promise<Deno.Conn>): TcpCapture {
+export async function startTcpCapture(
+  dialSocks: () => Promise<Deno.Conn>,
+): Promise<TcpCapture> {
   const tun = Tun.open(
     CAPTURE_DEVICE,
     ipBytes(CAPTURE_ADDRESSES[4])!,
@@ -61,7 +65,7 @@ export function startTcpCapture(dialSocks: () => Promise<Deno.Conn>): TcpCapture
   const nats: Array<TcpNat | undefined> = [];
   try {
     for (const family of tun.ipv6 ? [4, 6] as const : [4] as const) {
-      const listener = Deno.listen({ hostname: CAPTURE_ADDRESSES[family], port: 0 });
+      const listener = await listenOnNewAddress(CAPTURE_ADDRESSES[family]);
       const nat = new TcpNat({
         local: ipBytes(CAPTURE_ADDRESSES[family])!,
         peer: ipBytes(PEER_ADDRESSES[family])!,
@@ -90,6 +94,23 @@ export function startTcpCapture(dialSocks: () => Promise<Deno.Conn>): TcpCapture
       tun.close();
     },
   };
+}
+
+/**
+ * Listens on `hostname`, an address just given to the device: a new IPv6
+ * address is "tentative" until the kernel has finished with it (moments,
+ * later on a busy machine), and binding to it fails until then.
+ */
+async function listenOnNewAddress(hostname: string): Promise<Deno.Listener> {
+  const deadline = Date.now() + ADDRESS_READY_MS;
+  for (let wait = 1;; wait = Math.min(wait * 2, 50)) {
+    try {
+      return Deno.listen({ hostname, port: 0 });
+    } catch (error) {
+      if (!(error instanceof Deno.errors.AddrNotAvailable) || Date.now() > deadline) throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, wait));
+  }
 }
 
 /** Serves `listener`: each captured connection CONNECTs through the proxy, or is reset. */

@@ -48,8 +48,8 @@ interface Flow extends CapturedFlow {
   reset: boolean;
   clientFin: boolean;
   listenerFin: boolean;
-  /** When the connection ended (both FINs or a reset), else 0. */
-  endedAt: number;
+  /** When the connection ended (both FINs or a reset), else null. */
+  endedAt: number | null;
 }
 
 /** Where an IP version keeps what the translation reads and writes. */
@@ -276,7 +276,7 @@ export class TcpNat {
     const key = `${dst.join(".")}:${dport}:${sport}`;
     let flow = this.#byKey.get(key);
     const opening = (flags & (SYN | ACK | RST)) === SYN;
-    if (opening && flow?.endedAt) {
+    if (opening && flow && flow.endedAt !== null) {
       // The program reuses its port for a new connection: a new mapping.
       this.#remove(flow);
       flow = undefined;
@@ -348,7 +348,7 @@ export class TcpNat {
       reset: false,
       clientFin: false,
       listenerFin: false,
-      endedAt: 0,
+      endedAt: null,
     };
     this.#byKey.set(key, flow);
     this.#byPeerPort.set(peerPort, flow);
@@ -357,7 +357,7 @@ export class TcpNat {
   }
 
   #end(flow: Flow): void {
-    if (flow.endedAt) return;
+    if (flow.endedAt !== null) return;
     flow.endedAt = this.#now();
     this.#live--;
   }
@@ -374,7 +374,7 @@ export class TcpNat {
     // Ended flows can sit behind live ones: the scan is bounded by the table.
     if (this.#byKey.size - this.#live < 64 && this.#byKey.size < 64_000) return;
     for (const flow of this.#byKey.values()) {
-      if (flow.endedAt && flow.endedAt < before) this.#remove(flow);
+      if (flow.endedAt !== null && flow.endedAt < before) this.#remove(flow);
     }
   }
 }
