@@ -45,6 +45,8 @@ export interface ServeConfig {
   readonly sandboxPidNamespace: "isolate" | "inherit";
   /** Capture the raw TCP of every sandbox routed to the managed proxy. */
   readonly sandboxTransparentTcp: boolean;
+  /** The mandatory HTTP CONNECT upstream of the proxies' SOCKS5 TCP, or null. */
+  readonly tcpUpstreamProxy: URL | null;
   /** Log threshold. */
   readonly logLevel: LogLevel;
   /** How upgrades are authenticated (resolved lazily: token digests are async). */
@@ -85,6 +87,8 @@ Options:
                                     or inherit (can signal other same-user processes)
   --linux-sandbox-transparent-tcp   route a managed sandbox's raw TCP through the SOCKS5
                                     proxy (as if every routed start set transparentTcp)
+  --tcp-upstream-proxy <HOST:PORT>  the HTTP CONNECT proxy every SOCKS5 TCP connection of a
+                                    managed proxy must use (local targets are refused)
   --process-retention <DURATION>    keep closed processes readable this long (default 80s)
   --session-ttl <DURATION>          keep detached sessions resumable this long (default 80s)
   --http-body-limit <SIZE>          cap on buffered http/request bodies (default 256M)
@@ -270,6 +274,7 @@ export function parseServeArgs(
       "registration-bearer-stdin": { type: "boolean" },
       "linux-sandbox-pid-namespace": { type: "string" },
       "linux-sandbox-transparent-tcp": { type: "boolean" },
+      "tcp-upstream-proxy": { type: "string" },
     },
   });
   if (parsed === "help") return "help";
@@ -295,6 +300,9 @@ export function parseServeArgs(
     listen,
     sandboxPidNamespace: pidNamespace,
     sandboxTransparentTcp: v["linux-sandbox-transparent-tcp"] ?? false,
+    tcpUpstreamProxy: v["tcp-upstream-proxy"] === undefined
+      ? null
+      : parseTcpUpstream(v["tcp-upstream-proxy"]),
     concurrency: v["concurrent-requests"] === undefined
       ? 32
       : parsePositiveInt("concurrent-requests <COUNT>", v["concurrent-requests"]),
@@ -325,6 +333,33 @@ async function waitForStdinEof(): Promise<void> {
   }
 }
 
+/**
+ * `--tcp-upstream-proxy HOST:PORT` (a bracketed IPv6 literal or a name) as
+ * an `http://` URL; the reference's reasons when it is not one.
+ */
+export function parseTcpUpstream(value: string): URL {
+  const fail = (why: string): never => {
+    throw new UsageError(
+      `invalid value '${value}' for '--tcp-upstream-proxy <HOST:PORT>': ${why}`,
+      2,
+    );
+  };
+  const colon = value.lastIndexOf(":");
+  if (colon === -1 || (value.startsWith("[") && colon < value.indexOf("]"))) fail("missing port");
+  const host = value.slice(0, colon);
+  const portText = value.slice(colon + 1);
+  if (!/^\d+$/.test(portText) || Number(portText) > 65_535) fail("parse port as u16");
+  if (Number(portText) === 0) fail("TCP upstream proxy port must be nonzero");
+  let url: URL | null = null;
+  try {
+    url = new URL(`http://${host}:${portText}`);
+  } catch { /* below */ }
+  if (!url || host === "" || url.username || url.pathname !== "/" || url.search || url.hash) {
+    fail("parse host from host-with-port");
+  }
+  return url!;
+}
+
 /** Runs the server until its input ends (stdio) or a termination signal. */
 export async function runServe(config: ServeConfig): Promise<number> {
   // With OTEL_DENO=true, log lines go through console (which Deno exports)
@@ -344,6 +379,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
     ? await startNetworkProxyFromFile(config.networkProxyConfig, {
       logger,
       ...(requirements ? { requirements } : {}),
+      ...(config.tcpUpstreamProxy ? { tcpUpstream: config.tcpUpstreamProxy } : {}),
     })
     : null;
   if (proxy) {
@@ -358,6 +394,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
     processRetentionMs: config.processRetentionMs,
     sandboxPidNamespace: config.sandboxPidNamespace,
     sandboxTransparentTcp: config.sandboxTransparentTcp,
+    ...(config.tcpUpstreamProxy ? { tcpUpstreamProxy: config.tcpUpstreamProxy } : {}),
     sessionTtlMs: config.sessionTtlMs,
     httpBodyLimitBytes: config.httpBodyLimitBytes,
     logger,

@@ -41,6 +41,12 @@ export interface UpstreamProxies {
   readonly https: URL | null;
   /** Fallback for both. */
   readonly all: URL | null;
+  /**
+   * Mandatory for every SOCKS5 TCP connection (the server's
+   * `--tcp-upstream-proxy`): used when the policy allows upstream proxies,
+   * refused otherwise — never dialled around.
+   */
+  readonly tcp?: URL | null;
 }
 
 /** Timeout of one dial. */

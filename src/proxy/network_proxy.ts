@@ -27,6 +27,8 @@ export interface NetworkProxyOptions extends NetworkProxyStateOptions {
   readonly managed?: boolean;
   /** Extra trust (PEM) for TLS upstreams. */
   readonly caCerts?: string[];
+  /** The HTTP CONNECT proxy every SOCKS5 TCP connection must go through (see `UpstreamProxies.tcp`). */
+  readonly tcpUpstream?: URL;
   /** Builds the TLS interceptor when `mitm` is on (see `createMitm`). */
   readonly mitm?: (
     state: NetworkProxyState,
@@ -129,10 +131,13 @@ export class NetworkProxy implements AsyncDisposable {
     const base = {
       state,
       pool,
-      upstreams: upstreamProxiesFromEnv(
-        options.env,
-        (m) => logger.warn("proxy.upstream_ignored", { message: m }),
-      ),
+      upstreams: {
+        ...upstreamProxiesFromEnv(
+          options.env,
+          (m) => logger.warn("proxy.upstream_ignored", { message: m }),
+        ),
+        tcp: options.tcpUpstream ?? null,
+      },
       logger,
       ...(options.caCerts ? { caCerts: options.caCerts } : {}),
     };

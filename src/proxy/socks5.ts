@@ -18,7 +18,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import { relay, writeAll } from "../util/conn_io.ts";
 import { dialDirect, dialViaProxy, pickUpstream, PolicyDialError } from "./connector.ts";
 import type { BlockReason, DecisionSource } from "./decision.ts";
-import { addrText, isIpLiteral, normalizeHost } from "../util/host.ts";
+import { addrText, isIpLiteral, isNonPublicIp, normalizeHost, unscoped } from "../util/host.ts";
 import type { ListenerContext } from "./http_proxy.ts";
 import { decodeSocksAddress, encodeSocksAddress, SocksReply } from "../socks5/wire.ts";
 
@@ -211,8 +211,18 @@ async function connect(
   }
   let upstream: Deno.Conn;
   let upstreamLeftover: Uint8Array | null = null;
+  const mandatory = ctx.upstreams.tcp ?? null;
+  if (mandatory && (!config.allow_upstream_proxy || isLocalTarget(host))) {
+    // The only way out is the mandatory upstream: a policy that forbids
+    // upstreams, or a local target (which an upstream cannot reach), ends here.
+    ctx.logger.debug("proxy.socks5_upstream_required", { host, port });
+    if (brokered) return conn.close();
+    await writeAll(conn, reply(SocksReply.connectionRefused));
+    return conn.close();
+  }
   try {
-    const proxy = config.allow_upstream_proxy ? pickUpstream(ctx.upstreams, true) : null;
+    const proxy = mandatory ??
+      (config.allow_upstream_proxy ? pickUpstream(ctx.upstreams, true) : null);
     if (proxy) {
       ({ conn: upstream, leftover: upstreamLeftover } = await dialViaProxy(proxy, rawHost, port));
     } else upstream = await dialDirect(state, rawHost, port);
@@ -235,6 +245,11 @@ async function connect(
   }
   if (upstreamLeftover?.length) await writeAll(conn, upstreamLeftover);
   await relay(conn, upstream, { toUpstream });
+}
+
+/** `localhost` or a loopback, private or link-local literal. */
+function isLocalTarget(host: string): boolean {
+  return host === "localhost" || (isIpLiteral(host) && isNonPublicIp(unscoped(host)));
 }
 
 async function udpAssociate(ctx: ListenerContext, conn: Deno.Conn, client: string): Promise<void> {

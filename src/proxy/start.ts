@@ -28,6 +28,8 @@ export interface ProxyFileOptions {
   readonly logger: Logger;
   /** An administrator's requirements: applied to the file (and every reload) and enforced. */
   readonly requirements?: NetworkRequirements;
+  /** The mandatory upstream of SOCKS5 TCP (see `NetworkProxyOptions.tcpUpstream`). */
+  readonly tcpUpstream?: URL;
 }
 
 /** Loads `path` and starts the proxy it describes (reloading when the file changes). */
@@ -44,6 +46,7 @@ export async function startNetworkProxyFromFile(
   return await NetworkProxy.start(required?.config ?? base, {
     managed: options.managed ?? true,
     logger: options.logger,
+    ...(options.tcpUpstream ? { tcpUpstream: options.tcpUpstream } : {}),
     source: options.requirements ? requiredConfigSource(source, options.requirements) : source,
     ...(required
       ? {

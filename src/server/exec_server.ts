@@ -66,6 +66,13 @@ export interface ExecServerOptions {
    * `--linux-sandbox-transparent-tcp`). Default false.
    */
   readonly sandboxTransparentTcp?: boolean;
+  /**
+   * An HTTP CONNECT proxy (`http://HOST:PORT`) that every SOCKS5 TCP
+   * connection of a launched proxy must go through (the reference's
+   * `--tcp-upstream-proxy`); a managed-network start with no proxy of its
+   * own is refused. Default none.
+   */
+  readonly tcpUpstreamProxy?: URL;
   /** Where to log. Default: nowhere (the CLI logs JSON lines on stderr). */
   readonly logger?: Logger;
   /**
@@ -108,6 +115,7 @@ export class ExecServer {
       outputHistoryBytes: options.outputHistoryBytes ?? 16 * 1024 * 1024,
       sandboxPidNamespace: options.sandboxPidNamespace ?? "isolate",
       sandboxTransparentTcp: options.sandboxTransparentTcp ?? false,
+      tcpUpstreamProxy: options.tcpUpstreamProxy ?? null,
     };
     // A library logs nothing unless given a logger (the CLI passes one).
     const logger = options.logger ?? nullLogger;

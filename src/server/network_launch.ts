@@ -101,16 +101,21 @@ export function decisionNotification(
   };
 }
 
-/**
- * Starts the proxy a `process/start` asked for; `broker` holds the
- * process's masked credentials (see `credential_broker.ts`).
- */
+/** What the server adds to a launched proxy. */
+export interface LaunchExtras {
+  /** The process's masked credentials (see `credential_broker.ts`). */
+  readonly broker?: CredentialBroker;
+  /** The server's mandatory TCP upstream (`--tcp-upstream-proxy`). */
+  readonly tcpUpstream?: URL;
+}
+
+/** Starts the proxy a `process/start` asked for. */
 export function launchProcessProxy(
   launch: NetworkProxyLaunch,
   processId: string,
   channel: PolicyChannel,
   logger: Logger,
-  broker?: CredentialBroker,
+  { broker, tcpUpstream }: LaunchExtras = {},
 ): Promise<NetworkProxy> {
   const timeoutMs = launch.policyDecisionTimeoutMs;
   let asking = 0;
@@ -147,6 +152,7 @@ export function launchProcessProxy(
     logger,
     auditMetadata,
     ...(broker ? { broker } : {}),
+    ...(tcpUpstream ? { tcpUpstream } : {}),
     // The CA (and the trust bundle children get) lives in the server's
     // Codex home, as the reference keeps it.
     mitm: (state, ctx) => createMitm(state, ctx, { home: defaultMitmHome() }),

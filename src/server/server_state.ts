@@ -52,6 +52,8 @@ export interface ResolvedExecServerOptions {
   readonly sandboxPidNamespace: "isolate" | "inherit";
   /** Routed sandboxes capture raw TCP by default. */
   readonly sandboxTransparentTcp: boolean;
+  /** The mandatory upstream of launched proxies' SOCKS5 TCP, or null. */
+  readonly tcpUpstreamProxy: URL | null;
 }
 
 /** Shared server state (see the module documentation). */

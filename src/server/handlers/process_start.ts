@@ -225,6 +225,9 @@ export async function startProcess(
   };
   if (!p.networkProxy) {
     const managed = p.enforceManagedNetwork ? server.managedNetwork : null;
+    if (p.enforceManagedNetwork && !managed && server.options.tcpUpstreamProxy) {
+      throw invalidParams("a mandatory TCP upstream requires an executor-local managed proxy");
+    }
     if (managed) env = managed.applyToEnv(env);
     return await startChild(p, ctx, starter, env, routeTo(managed));
   }
@@ -264,7 +267,11 @@ async function launchProxy(
 ): Promise<NetworkProxy> {
   const logger = ctx.server.logger.child({ processId });
   try {
-    return await launchProcessProxy(launch, processId, ctx.session, logger, broker);
+    const tcpUpstream = ctx.server.options.tcpUpstreamProxy ?? undefined;
+    return await launchProcessProxy(launch, processId, ctx.session, logger, {
+      ...(broker ? { broker } : {}),
+      ...(tcpUpstream ? { tcpUpstream } : {}),
+    });
   } catch (error) {
     if (error instanceof NetworkConfigError || error instanceof DomainPatternError) {
       throw invalidParams(`invalid network proxy config: ${error.message}`);
