@@ -1,4 +1,4 @@
-// The real harness: `codex exec` (0.169.0) with a scripted fake model,
+// The real harness: `codex exec` (0.171.0) with a scripted fake model,
 // pointed at an exec-server by CODEX_EXEC_SERVER_URL, in its default
 // (read-only) sandbox mode and in workspace-write. What Codex sends back to
 // the model (the tool outputs) and what ends up on disk must be the same
@@ -10,6 +10,7 @@ import { referenceBin, scratchRoot } from "../helpers/reference.ts";
 import { startWsServer } from "../helpers/ws_server.ts";
 import { httpOrigin } from "../helpers/proxy.ts";
 import { sandboxSupport } from "../../src/sandbox/bwrap.ts";
+import { tcpCaptureSupport } from "../../src/sandbox/mod.ts";
 
 const REF = referenceBin();
 const CACHE = scratchRoot();
@@ -298,5 +299,62 @@ Deno.test({
     assertEquals(ours.outputs.length, 1);
     assertStringIncludes(ours.outputs[0]!, "gh=ghp_masked len=43 broker=1");
     assertEquals(ours, reference);
+  },
+});
+
+Deno.test({
+  name:
+    "codex exec with a permission profile whose network uses transparent TCP: a program that ignores proxy variables is held to the policy — as through the reference",
+  ignore: !ready || !tcpCaptureSupport().available,
+  async fn() {
+    const host = Deno.networkInterfaces()
+      .find((i) => i.family === "IPv4" && !i.address.startsWith("127."))?.address;
+    if (!host) {
+      console.warn("note: no non-loopback IPv4 address here: transparent TCP session skipped");
+      return;
+    }
+    const origin = Deno.serve(
+      { hostname: "0.0.0.0", port: 0, onListen() {} },
+      (req) => new Response(`hello ${new URL(req.url).pathname}\n`),
+    );
+    try {
+      const raw = (target: string, path: string) =>
+        `bash -c 'exec 3<>/dev/tcp/${target} && printf "GET ${path} HTTP/1.0\\r\\n\\r\\n" >&3 && ` +
+        `cat <&3 | tail -1'; echo "rc=$?"`;
+      const turns = (): Turn[] => [
+        { call: "exec_command", cmd: raw(`${host}/${origin.addr.port}`, "/raw-allowed") },
+        { call: "exec_command", cmd: raw("203.0.113.7/80", "/raw-denied") },
+        { message: "done" },
+      ];
+      const config: CodexConfig = {
+        top: ['default_permissions = "net"'],
+        tables: networkProfile(["allow_local_binding = true", "transparent_tcp = true"], host),
+        bareEnv: true,
+      };
+      const flags = ["--enable", "network_proxy"];
+      // A refused connection is reset after the policy answers: bash has
+      // usually connected by then (cat reads the reset), but on a busy
+      // machine the reset can come before bash runs again (connect's error).
+      const session = async (kind: "ours" | "reference") => {
+        const run = await codexSession(kind, flags, turns, config);
+        return {
+          ...run,
+          outputs: run.outputs.map((o) =>
+            o.replace(
+              /bash: connect: Connection reset by peer\nbash: line 1: \/dev\/tcp\/[^\n]*\n/,
+              "cat: -: Connection reset by peer\n",
+            )
+          ),
+        };
+      };
+      const ours = await session("ours");
+      const reference = await session("reference");
+      assertEquals(ours.outputs.length, 2);
+      assertStringIncludes(ours.outputs[0]!, "hello /raw-allowed\nrc=0");
+      assertStringIncludes(ours.outputs[1]!, "Connection reset by peer");
+      assertEquals(ours, reference);
+    } finally {
+      await origin.shutdown();
+    }
   },
 });
