@@ -186,10 +186,15 @@ export function record<T>(value: Decoder<T>): Decoder<Record<string, T>> {
 export type FieldDecoders<T> = { [K in keyof T]-?: Decoder<T[K]> };
 
 /**
- * A struct: an object (unknown members ignored) or a positional array in
- * field order. `null` is rejected.
+ * A struct: an object (unknown members ignored, or refused with
+ * `denyUnknownFields`, as serde's attribute) or a positional array in field
+ * order. `null` is rejected.
  */
-export function struct<T>(name: string, fields: FieldDecoders<T>): Decoder<T> {
+export function struct<T>(
+  name: string,
+  fields: FieldDecoders<T>,
+  options: { denyUnknownFields?: boolean } = {},
+): Decoder<T> {
   const keys = Object.keys(fields) as (keyof T & string)[];
   return (v, path) => {
     if (Array.isArray(v)) {
@@ -210,6 +215,15 @@ export function struct<T>(name: string, fields: FieldDecoders<T>): Decoder<T> {
       typeError(v, `struct ${name}`, path);
     }
     const obj = v as Record<string, unknown>;
+    if (options.denyUnknownFields) {
+      const unknown = Object.keys(obj).find((k) => !(k in fields));
+      if (unknown !== undefined) {
+        throw new DecodeError(
+          `unknown field \`${unknown}\`, expected one of ${keys.map((k) => `\`${k}\``).join(", ")}`,
+          path,
+        );
+      }
+    }
     const out = {} as T;
     for (const k of keys) {
       const decoder = fields[k];

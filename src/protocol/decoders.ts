@@ -37,6 +37,7 @@ import type {
   CapabilitiesDiscoverParams,
   CapabilityRootParam,
   CapabilityRootsDiscoverParams,
+  CredentialProviderConfig,
   EnvironmentConfigReadParams,
   EnvPolicy,
   FileSystemSandboxContext,
@@ -368,6 +369,16 @@ function checkDomainPattern(pattern: string, path: string): void {
   }
 }
 
+const credentialProvider = struct<CredentialProviderConfig>("CredentialProviderConfig", {
+  env: optional(array(string)),
+  patterns: optional(array(string)),
+  url_prefixes: optional(array(string)),
+  url_prefix_from_env: optional(string),
+  auth: optional(array(unitEnum(["bearer", "token", "basic", "header"]))),
+  header: optional(string),
+  prefix: optional(string),
+}, { denyUnknownFields: true });
+
 const remoteProxyConfig = struct<RemoteNetworkProxyConfig>("RemoteNetworkProxyConfig", {
   enabled: boolean,
   enableSocks5: boolean,
@@ -380,6 +391,7 @@ const remoteProxyConfig = struct<RemoteNetworkProxyConfig>("RemoteNetworkProxyCo
   reviewDomains: optional(array(string)),
   unixSockets: optional(record(unitEnum(["allow", "deny"], true))),
   credentialMasking: withDefault(boolean, false),
+  credentialProviders: optional(record(credentialProvider)),
   transparentTcp: withDefault(boolean, false),
 });
 

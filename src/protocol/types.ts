@@ -1070,12 +1070,40 @@ export interface RemoteNetworkProxyConfig {
    */
   credentialMasking?: boolean;
   /**
+   * Codex 0.171: more credentials to mask, by name (capability
+   * `credentialMaskingCustomProviders`). A provider that cannot be applied
+   * (no URL prefix, a pattern that does not compile or matches nothing…)
+   * is ignored, as the reference ignores it.
+   */
+  credentialProviders?: Record<string, CredentialProviderConfig>;
+  /**
    * Codex 0.171: capture the sandboxed child's raw TCP connections into the
-   * proxy's policy. Not supported here yet (capability
-   * `networkProxyTransparentTcp` is false): a start asking for it is refused,
+   * proxy's policy (capability `networkProxyTransparentTcp`): the sandbox is
+   * routed to the proxy, and a start this server cannot capture is refused,
    * never run without it. Default false.
    */
   transparentTcp?: boolean;
+}
+
+/** How a stand-in is presented and replaced (`bearer` when none is given). */
+export type CredentialAuthScheme = "bearer" | "token" | "basic" | "header";
+
+/** A custom credential for the broker (`RemoteNetworkProxyConfig.credentialProviders`). */
+export interface CredentialProviderConfig {
+  /** Environment variables holding it. */
+  env?: string[];
+  /** Regular expressions a real value must match whole; its stand-in is generated from the one it matches. */
+  patterns?: string[];
+  /** `https://` URL prefixes the real value is sent to. */
+  url_prefixes?: string[];
+  /** A variable of the child's environment holding one more prefix. */
+  url_prefix_from_env?: string;
+  /** Where a stand-in is replaced (default `["bearer"]`). */
+  auth?: CredentialAuthScheme[];
+  /** The header of `auth: ["header"]`. */
+  header?: string;
+  /** What precedes the credential in that header. */
+  prefix?: string;
 }
 
 /** Who a launched proxy's decisions are attributed to (audit events only). */

@@ -35,11 +35,17 @@
  *   when the stand-in belongs to that host. Nothing is added to a request
  *   without a stand-in, an explicit credential is left alone, other headers
  *   and URLs are never rewritten, and nothing is injected into plain HTTP.
+ * - Custom providers (`proxy.credentialProviders`) add credentials of
+ *   their own: see `credential_providers.ts`.
  *
  * @module
  */
 
+import type { CredentialAuthScheme, CredentialProviderConfig } from "../protocol/types.ts";
 import { isIpLiteral, normalizeHost } from "../util/host.ts";
+import { type BrokerTarget, provideCredentials } from "./credential_providers.ts";
+
+export type { BrokerTarget };
 
 /** Environment variables the broker manages. */
 export const BROKER_ACTIVE_ENV = "CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE";
@@ -113,7 +119,21 @@ export function maskableCommand(argv: readonly string[]): boolean {
 interface Brokered {
   readonly name: string;
   readonly real: string;
+  /** Its TLS is intercepted. */
   readonly binds: (host: string) => boolean;
+  /** A request to `target` may carry the real value the `scheme` way. */
+  readonly accepts: (target: BrokerTarget, scheme: CredentialAuthScheme) => boolean;
+  /** A header of its own (custom providers with `auth: ["header"]`). */
+  readonly header: { readonly name: string; readonly prefix: string } | null;
+}
+
+/** The built-in credentials go where their host is, as a bearer, token or in Basic. */
+function hostBound(binds: (host: string) => boolean): Omit<Brokered, "name" | "real"> {
+  return {
+    binds,
+    accepts: (target, scheme) => scheme !== "header" && binds(normalizeHost(target.host)),
+    header: null,
+  };
 }
 
 /** The stand-ins of one process and the hosts their real values go to. */
@@ -132,22 +152,24 @@ export class CredentialBroker {
     return false;
   }
 
-  /** The real value for a stand-in bound to `host`, else null. */
-  #real(candidate: string, host: string): string | null {
+  /** The real value for a stand-in that may go to `target` the `scheme` way, else null. */
+  #real(candidate: string, target: BrokerTarget, scheme: CredentialAuthScheme): string | null {
     const entry = this.#byStandIn.get(candidate);
-    return entry && entry.binds(host) ? entry.real : null;
+    return entry && entry.accepts(target, scheme) ? entry.real : null;
   }
 
   /**
-   * `headers` with stand-ins in `Authorization` replaced by the real values
-   * bound to `host` (the same array when nothing changes).
+   * `headers` with stand-ins replaced by the real values that may go to
+   * `target`: in `Authorization`, and in a custom provider's own header
+   * (the same array when nothing changes).
    */
-  rewrite(host: string, headers: Array<[string, string]>): Array<[string, string]> {
-    const h = normalizeHost(host);
+  rewrite(target: BrokerTarget, headers: Array<[string, string]>): Array<[string, string]> {
     let changed = false;
     const out = headers.map(([name, value]): [string, string] => {
-      if (name.toLowerCase() !== "authorization") return [name, value];
-      const rewritten = this.#authorization(value, h);
+      const lower = name.toLowerCase();
+      const rewritten = lower === "authorization"
+        ? this.#authorization(value, target)
+        : this.#ownHeader(lower, value, target);
       if (rewritten === null) return [name, value];
       changed = true;
       return [name, rewritten];
@@ -155,13 +177,26 @@ export class CredentialBroker {
     return changed ? out : headers;
   }
 
-  #authorization(value: string, host: string): string | null {
+  /** `prefix` + stand-in in the header a custom provider names. */
+  #ownHeader(name: string, value: string, target: BrokerTarget): string | null {
+    for (const entry of this.#byStandIn.values()) {
+      const h = entry.header;
+      if (!h || h.name !== name || !value.startsWith(h.prefix)) continue;
+      const real = this.#real(value.slice(h.prefix.length), target, "header");
+      if (real !== null && this.#byStandIn.get(value.slice(h.prefix.length)) === entry) {
+        return h.prefix + real;
+      }
+    }
+    return null;
+  }
+
+  #authorization(value: string, target: BrokerTarget): string | null {
     const m = /^(\s*)(\S+)(\s+)(\S+)(\s*)$/.exec(value);
     if (!m) return null;
     const [, lead, scheme, gap, credential, trail] = m as unknown as string[];
     const kind = scheme!.toLowerCase();
     if (kind === "bearer" || kind === "token") {
-      const real = this.#real(credential!, host);
+      const real = this.#real(credential!, target, kind);
       return real === null ? null : `${lead}${scheme}${gap}${real}${trail}`;
     }
     if (kind !== "basic") return null;
@@ -177,8 +212,8 @@ export class CredentialBroker {
     if (colon === -1) return null;
     const user = decoded.slice(0, colon);
     const password = decoded.slice(colon + 1);
-    const realUser = this.#real(user, host);
-    const realPassword = this.#real(password, host);
+    const realUser = this.#real(user, target, "basic");
+    const realPassword = this.#real(password, target, "basic");
     if (realUser === null && realPassword === null) return null;
     const pair = `${realUser ?? user}:${realPassword ?? password}`;
     return `${lead}${scheme}${gap}${new TextEncoder().encode(pair).toBase64()}${trail}`;
@@ -213,8 +248,14 @@ export interface MaskedEnvironment {
   readonly broker: CredentialBroker;
 }
 
-/** Replaces the credentials of `env` by stand-ins (see the module documentation). */
-export function maskCredentials(env: Readonly<Record<string, string>>): MaskedEnvironment {
+/**
+ * Replaces the credentials of `env` — the built-in ones and those of
+ * `providers` — by stand-ins (see the module documentation).
+ */
+export function maskCredentials(
+  env: Readonly<Record<string, string>>,
+  providers: Readonly<Record<string, CredentialProviderConfig>> = {},
+): MaskedEnvironment {
   const out = { ...env };
   const entries = new Map<string, Brokered>();
   const enterpriseHost = enterpriseServer(env.GH_HOST);
@@ -232,7 +273,18 @@ export function maskCredentials(env: Readonly<Record<string, string>>): MaskedEn
     }
     const fake = standIn(real, family);
     out[name] = fake;
-    entries.set(fake, { name, real, binds });
+    entries.set(fake, { name, real, ...hostBound(binds) });
+  }
+  const builtIn = new Set(CREDENTIALS.map(([name]) => name));
+  for (const provided of provideCredentials(providers, env, builtIn)) {
+    out[provided.name] = provided.standIn;
+    entries.set(provided.standIn, {
+      name: provided.name,
+      real: provided.real,
+      binds: (h) => provided.hosts.has(h),
+      accepts: provided.accepts,
+      header: provided.header,
+    });
   }
   const pairs = [...entries].map(([fake, e]) => [e.name, fake] as const)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

@@ -34,7 +34,7 @@ export function serverCapabilities(inputs: CapabilityInputs): Capabilities {
     networkProxyReviewDomains: processes,
     // process/start.networkProxy.proxy.credentialMasking (bash -c children).
     credentialMasking: processes,
-    credentialMaskingCustomProviders: false,
+    credentialMaskingCustomProviders: processes,
     capabilityDiscoverySandbox: (inputs.sandbox ?? false) && has(Method.CapabilityRootsDiscoverV1),
     fsWatchMissing: has(Method.FsWatchMissing),
     capabilityDiscoveryV2: has(Method.CapabilitiesDiscoverV2),

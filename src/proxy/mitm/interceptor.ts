@@ -291,7 +291,7 @@ async function serveInside(
   let headers = stripHopByHop(request.rawHeaders);
   if (outcome.kind === "matched") headers = applyHookActions(headers, outcome.actions);
   // Credential masking: stand-ins bound to this host become the real values.
-  if (state.broker) headers = state.broker.rewrite(host, headers);
+  if (state.broker) headers = state.broker.rewrite({ host, port, path }, headers);
   const authority = port === 443 ? (bracketHost(host)) : formatHostPort(host, port);
   headers = headers.filter(([n]) => n.toLowerCase() !== "host");
   headers.unshift(["host", authority]);

@@ -1,0 +1,161 @@
+/**
+ * Custom credential providers (`networkProxy.proxy.credentialProviders`,
+ * Codex 0.171, capability `credentialMaskingCustomProviders`): more
+ * credentials for the broker, each described by the variables holding it,
+ * patterns its values match, the `https://` URL prefixes it is sent to and
+ * how a request presents it. What the reference does, observed side by side:
+ *
+ * - A provider is ignored as a whole (nothing masked, no error) when it
+ *   names no variable, shares one with the built-in credentials or an
+ *   earlier provider (by name), has no pattern, a pattern that does not
+ *   compile or that matches the empty string, no usable prefix (only
+ *   `https://` URLs; `url_prefix_from_env` names a variable of the child's
+ *   environment holding one more), or `auth: ["header"]` without `header`.
+ * - A variable is masked when its value matches one of the patterns whole;
+ *   its stand-in is a fresh random value matching that same pattern
+ *   (unbounded repetitions kept short), never the real value.
+ * - The proxy replaces a stand-in only in requests whose URL starts with
+ *   one of the prefixes (same origin, path prefix), and only in the ways
+ *   `auth` allows: `Authorization: Bearer`, `token`, `Basic` (user or
+ *   password), or the `header` whose value is `prefix` + stand-in.
+ *
+ * @module
+ */
+
+import randexpModule from "randexp";
+import type { CredentialAuthScheme, CredentialProviderConfig } from "../protocol/types.ts";
+import { normalizeHost } from "../util/host.ts";
+
+/** Where a request goes, as the broker sees it. */
+export interface BrokerTarget {
+  readonly host: string;
+  readonly port: number;
+  /** Path and query. */
+  readonly path: string;
+}
+
+/** One masked variable of a provider. */
+export interface ProvidedCredential {
+  readonly name: string;
+  readonly real: string;
+  readonly standIn: string;
+  /** The hosts whose TLS the proxy must intercept. */
+  readonly hosts: ReadonlySet<string>;
+  /** True when a request to `target` may carry the real value in the `scheme` way. */
+  accepts(target: BrokerTarget, scheme: CredentialAuthScheme): boolean;
+  /** The header of `auth: ["header"]`, lower-cased, and its prefix. */
+  readonly header: { readonly name: string; readonly prefix: string } | null;
+}
+
+/** Generates strings matching a pattern (CommonJS: the class is its default export at run time). */
+const RandExp = ((randexpModule as { default?: unknown }).default ?? randexpModule) as new (
+  source: string,
+) => { max: number; gen(): string };
+
+/** Repetitions a stand-in uses for `*`, `+` and `{n,}`. */
+const MAX_REPEAT = 16;
+/** Attempts at a stand-in that matches and differs from the real value. */
+const ATTEMPTS = 16;
+/** Stand-ins are bounded: longer ones are not generated. */
+const MAX_STAND_IN = 4096;
+
+interface Prefix {
+  readonly origin: string;
+  readonly path: string;
+}
+
+function httpsPrefix(text: string | undefined): Prefix | null {
+  if (!text) return null;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== "https:" || url.username || url.password) return null;
+  return { origin: url.origin, path: url.pathname + url.search };
+}
+
+function targetOrigin(target: BrokerTarget): string {
+  const host = target.host.includes(":") ? `[${target.host}]` : target.host;
+  return target.port === 443 ? `https://${host}` : `https://${host}:${target.port}`;
+}
+
+function wholeMatch(source: string): RegExp | null {
+  try {
+    return new RegExp(`^(?:${source})$`, "u");
+  } catch {
+    return null;
+  }
+}
+
+/** A random value matching `pattern` whole and differing from `real`, or null. */
+function generateStandIn(source: string, whole: RegExp, real: string): string | null {
+  let generator: InstanceType<typeof RandExp>;
+  try {
+    generator = new RandExp(source);
+  } catch {
+    return null;
+  }
+  generator.max = MAX_REPEAT;
+  for (let i = 0; i < ATTEMPTS; i++) {
+    const candidate = generator.gen();
+    if (candidate.length > MAX_STAND_IN || candidate === real) continue;
+    if (whole.test(candidate)) return candidate;
+  }
+  return null;
+}
+
+/**
+ * The credentials `providers` mask in `env` (see the module documentation);
+ * `builtIn` are the variables the broker masks by itself.
+ */
+export function provideCredentials(
+  providers: Readonly<Record<string, CredentialProviderConfig>>,
+  env: Readonly<Record<string, string>>,
+  builtIn: ReadonlySet<string>,
+): ProvidedCredential[] {
+  const claimed = new Set(builtIn);
+  const out: ProvidedCredential[] = [];
+  for (const name of Object.keys(providers).sort()) {
+    const provider = providers[name]!;
+    const variables = provider.env ?? [];
+    if (variables.length === 0 || variables.some((v) => claimed.has(v))) continue;
+    for (const v of variables) claimed.add(v);
+    const patterns = (provider.patterns ?? []).map((source) => ({
+      source,
+      whole: wholeMatch(source),
+    }));
+    if (patterns.length === 0 || patterns.some((p) => !p.whole || p.whole.test(""))) continue;
+    const prefixes = [
+      ...(provider.url_prefixes ?? []).map(httpsPrefix),
+      ...(provider.url_prefix_from_env ? [httpsPrefix(env[provider.url_prefix_from_env])] : []),
+    ];
+    if (prefixes.length === 0 || prefixes.some((p) => p === null)) continue;
+    const schemes = new Set<CredentialAuthScheme>(provider.auth ?? ["bearer"]);
+    if (schemes.has("header") && !provider.header) continue;
+    const header = schemes.has("header")
+      ? { name: provider.header!.toLowerCase(), prefix: provider.prefix ?? "" }
+      : null;
+    const hosts = new Set(
+      (prefixes as Prefix[]).map((p) => normalizeHost(new URL(p.origin).hostname)),
+    );
+    const accepts = (target: BrokerTarget, scheme: CredentialAuthScheme) => {
+      if (!schemes.has(scheme)) return false;
+      const origin = targetOrigin(target);
+      return (prefixes as Prefix[]).some((p) =>
+        p.origin === origin && target.path.startsWith(p.path)
+      );
+    };
+    for (const variable of variables) {
+      const real = env[variable];
+      if (!real) continue;
+      const pattern = patterns.find((p) => p.whole!.test(real));
+      if (!pattern) continue;
+      const standIn = generateStandIn(pattern.source, pattern.whole!, real);
+      if (standIn === null) continue;
+      out.push({ name: variable, real, standIn, hosts, accepts, header });
+    }
+  }
+  return out;
+}
