@@ -31,8 +31,38 @@ export interface Decoder<T> {
   readonly optional?: boolean;
 }
 
-/** How serde describes an unexpected value. */
-export const describe: (value: unknown) => string = describeJsonType;
+/** Decoders running inside {@linkcode buffered} (decoding is synchronous). */
+let bufferedDepth = 0;
+
+/**
+ * How serde describes an unexpected value: a number as `number` when read
+ * straight from the message, by its value (`integer \`5\``) inside
+ * {@linkcode buffered}.
+ */
+export function describe(value: unknown): string {
+  if (bufferedDepth > 0 && (typeof value === "number" || typeof value === "bigint")) {
+    const kind = typeof value === "bigint" || Number.isInteger(value)
+      ? "integer"
+      : "floating point";
+    return `${kind} \`${value}\``;
+  }
+  return describeJsonType(value);
+}
+
+/**
+ * `inner`, for values the reference reads through a buffer (an untagged or
+ * flattened member) first: its errors name a number's value.
+ */
+export function buffered<T>(inner: Decoder<T>): Decoder<T> {
+  return (v, path) => {
+    bufferedDepth++;
+    try {
+      return inner(v, path);
+    } finally {
+      bufferedDepth--;
+    }
+  };
+}
 
 /** Throws serde's `invalid type: …, expected …`. */
 export function typeError(value: unknown, expected: string, path: string): never {

@@ -9,6 +9,7 @@
 import {
   array,
   boolean,
+  buffered,
   bytes,
   DecodeError,
   type Decoder,
@@ -324,22 +325,11 @@ const shellSnapshot: Decoder<ShellSnapshotParams> = (v, path) => {
 /** Prefix of every semantic error in a launch config (the reference's wording). */
 const PROXY_CONFIG_ERROR = "invalid network proxy config";
 
-/**
- * A serde unit-variant enum that also accepts the `{"variant": null}` map
- * form. `buffered`: the reference reads the value through a buffer first,
- * so its errors name a number's value (`integer \`1\``) instead of `number`.
- */
-function unitEnum<const V extends string>(
-  variants: readonly V[],
-  buffered = false,
-): Decoder<V> {
+/** A serde unit-variant enum that also accepts the `{"variant": null}` map form. */
+function unitEnum<const V extends string>(variants: readonly V[]): Decoder<V> {
   const name = variant(variants);
   return (v, path) => {
     if (typeof v === "string") return name(v, path);
-    if (buffered && (typeof v === "number" || typeof v === "bigint")) {
-      const kind = Number.isInteger(v) ? "integer" : "floating point";
-      throw new DecodeError(`invalid type: ${kind} \`${v}\`, expected string or map`, path);
-    }
     if (v === null || typeof v !== "object" || Array.isArray(v)) {
       typeError(v, "string or map", path);
     }
@@ -389,9 +379,10 @@ const remoteProxyConfig = struct<RemoteNetworkProxyConfig>("RemoteNetworkProxyCo
   allowLocalBinding: boolean,
   domains: optional(record(unitEnum(["none", "allow", "deny"]))),
   reviewDomains: optional(array(string)),
-  unixSockets: optional(record(unitEnum(["allow", "deny"], true))),
+  // Read through a buffer by the reference: errors name a number's value.
+  unixSockets: optional(buffered(record(unitEnum(["allow", "deny"])))),
   credentialMasking: withDefault(boolean, false),
-  credentialProviders: optional(record(credentialProvider)),
+  credentialProviders: optional(buffered(record(credentialProvider))),
   transparentTcp: withDefault(boolean, false),
 });
 

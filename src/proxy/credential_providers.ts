@@ -9,8 +9,9 @@
  *   names no variable, shares one with the built-in credentials or an
  *   earlier provider (by name), has no pattern, a pattern that does not
  *   compile or that matches the empty string, no usable prefix (only
- *   `https://` URLs; `url_prefix_from_env` names a variable of the child's
- *   environment holding one more), or `auth: ["header"]` without `header`.
+ *   `https://` URLs — one without a scheme is taken as one;
+ *   `url_prefix_from_env` names a variable of the child's environment
+ *   holding one more), or `auth: ["header"]` without `header`.
  * - A variable is masked when its value matches one of the patterns whole;
  *   its stand-in is a fresh random value matching that same pattern
  *   (unbounded repetitions kept short), never the real value.
@@ -64,11 +65,12 @@ interface Prefix {
   readonly path: string;
 }
 
+/** An `https://` prefix (one without a scheme is taken as `https://`), or null. */
 function httpsPrefix(text: string | undefined): Prefix | null {
   if (!text) return null;
   let url: URL;
   try {
-    url = new URL(text);
+    url = new URL(text.includes("://") ? text : `https://${text}`);
   } catch {
     return null;
   }

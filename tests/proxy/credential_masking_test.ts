@@ -37,13 +37,35 @@ const REAL = {
   GH_HOST: "ghes.example.com",
   COPILOT_GITHUB_TOKEN: "",
   OPENAI_KEY: "sk-not-a-brokered-name",
+  // Custom providers' (Codex 0.171): a bearer for one URL prefix, and a header of its own.
+  MY_TOKEN: "myt_realvaluerealvalue",
+  HDR_TOKEN: "hdr_REALVALUEREALVALUE",
 };
 
-/** Stand-ins are random: keep their prefix and length. */
+/** `proxy.credentialProviders` for the OpenAI origin's `/v1/` (at `port`). */
+function providers(port: number) {
+  const prefix = `https://api.openai.com:${port}/v1/`;
+  return {
+    mine: { env: ["MY_TOKEN"], patterns: ["myt_[a-z]{18}"], url_prefixes: [prefix] },
+    keyed: {
+      env: ["HDR_TOKEN"],
+      patterns: ["hdr_[A-Z]{18}"],
+      url_prefixes: [prefix],
+      auth: ["header"],
+      header: "X-Api-Key",
+      prefix: "Key ",
+    },
+  };
+}
+
+/** Stand-ins are random: keep their prefix and length (a custom one: its kind). */
 function normalize(text: string): string {
   return text.replace(
     /(github_pat_|gh[a-z]_|sk-proj-|sk-)masked[A-Za-z0-9]+/g,
     (s, prefix: string) => `${prefix}masked<${s.length}>`,
+  ).replace(
+    /\b(myt_[a-z]{18}|hdr_[A-Z]{18})\b/g,
+    (s) => s === REAL.MY_TOKEN || s === REAL.HDR_TOKEN ? s : `${s.slice(0, 4)}<stand-in>`,
   );
 }
 
@@ -173,7 +195,7 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
     const ent = `https://ghes.example.com:${ghes.port}`;
     const code = `-s -o /dev/null -w '%{http_code}\\n'`;
     const script = [
-      'for v in GH_TOKEN GITHUB_TOKEN OPENAI_API_KEY GH_ENTERPRISE_TOKEN COPILOT_GITHUB_TOKEN OPENAI_KEY CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE CODEX_NETWORK_PROXY_BROKERED_CREDENTIALS; do echo "$v=${!v}"; done',
+      'for v in GH_TOKEN GITHUB_TOKEN OPENAI_API_KEY GH_ENTERPRISE_TOKEN COPILOT_GITHUB_TOKEN OPENAI_KEY CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE CODEX_NETWORK_PROXY_BROKERED_CREDENTIALS MY_TOKEN HDR_TOKEN; do echo "$v=${!v}"; done',
       `curl ${code} ${gh}/bearer -H "Authorization: Bearer $GH_TOKEN"`,
       `curl ${code} ${gh}/token -H "Authorization: token $GITHUB_TOKEN"`,
       `curl ${code} ${gh}/basic -u "x-access-token:$GH_TOKEN"`,
@@ -185,6 +207,11 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
       `curl ${code} ${oa}/other-header -H "X-Api-Key: $OPENAI_API_KEY"`,
       `curl ${code} ${ent}/enterprise -H "Authorization: Bearer $GH_ENTERPRISE_TOKEN"`,
       `curl ${code} -x "$ALL_PROXY" ${gh}/socks -H "Authorization: Bearer $GH_TOKEN"`,
+      `curl ${code} ${oa}/v1/custom -H "Authorization: Bearer $MY_TOKEN"`,
+      `curl ${code} ${oa}/v1x-outside -H "Authorization: Bearer $MY_TOKEN"`,
+      `curl ${code} ${oa}/v1/custom-token -H "Authorization: token $MY_TOKEN"`,
+      `curl ${code} ${oa}/v1/custom-header -H "X-Api-Key: Key $HDR_TOKEN"`,
+      `curl ${code} ${oa}/v1/custom-header-bare -H "X-Api-Key: $HDR_TOKEN"`,
     ].join("\n");
     const start = (processId: string, argv: string[], extra: Record<string, unknown> = {}) =>
       c.request("process/start", {
@@ -218,6 +245,7 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
             },
             unixSockets: null,
             allowLocalBinding: true,
+            credentialProviders: providers(openai.port),
           },
           auditMetadata: {},
         },
@@ -276,6 +304,7 @@ Deno.test({
     );
     assertEquals(ours.unmasked, `${REAL.GH_TOKEN}|\n`);
     assertEquals(ours.snapshot, `${REAL.GH_TOKEN}|\n`);
+    assertEquals(lines.slice(8, 10), ["MY_TOKEN=myt_<stand-in>", "HDR_TOKEN=hdr_<stand-in>"]);
     const seen = Object.fromEntries(ours.seen.map((s) => [s.split(" ")[0], s]));
     assertEquals(seen["/bearer"], `/bearer Bearer ${REAL.GH_TOKEN}`);
     assertEquals(seen["/token"], `/token token ${REAL.GITHUB_TOKEN}`);
@@ -291,6 +320,12 @@ Deno.test({
     assertEquals(seen["/enterprise"], `/enterprise Bearer ${REAL.GH_ENTERPRISE_TOKEN}`);
     assertEquals(seen["/socks"], `/socks Bearer ${REAL.GH_TOKEN}`);
     assert(seen["/query?t=ghp_masked<43>"] !== undefined, "URLs are never rewritten");
+    // Custom providers: under their prefix, and only the ways their auth allows.
+    assertEquals(seen["/v1/custom"], `/v1/custom Bearer ${REAL.MY_TOKEN}`);
+    assertEquals(seen["/v1x-outside"], "/v1x-outside Bearer myt_<stand-in>");
+    assertEquals(seen["/v1/custom-token"], "/v1/custom-token token myt_<stand-in>");
+    assertEquals(seen["/v1/custom-header"], `/v1/custom-header - Key ${REAL.HDR_TOKEN}`);
+    assertEquals(seen["/v1/custom-header-bare"], "/v1/custom-header-bare - hdr_<stand-in>");
   },
 });
 
@@ -346,7 +381,7 @@ Deno.test("the broker rewrites Authorization only: Bearer, token, Basic user or 
   const { env, broker } = maskCredentials({ GH_TOKEN: "real-gh", OPENAI_API_KEY: "real-oa" });
   const gh = env.GH_TOKEN!;
   const rewrite = (host: string, value: string) =>
-    broker.rewrite(host, [["Authorization", value], ["X-Other", gh]]);
+    broker.rewrite({ host, port: 443, path: "/" }, [["Authorization", value], ["X-Other", gh]]);
   assertEquals(rewrite("api.github.com", `Bearer ${gh}`), [["Authorization", "Bearer real-gh"], [
     "X-Other",
     gh,
