@@ -83,6 +83,7 @@ export {
 } from "./src/proxy/env.ts";
 export { createMitm, type Mitm, type MitmOptions } from "./src/proxy/mitm/interceptor.ts";
 export {
+  type BrokerTarget,
   CredentialBroker,
   maskableCommand,
   maskCredentials,

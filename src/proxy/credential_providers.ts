@@ -29,7 +29,9 @@ import { normalizeHost } from "../util/host.ts";
 
 /** Where a request goes, as the broker sees it. */
 export interface BrokerTarget {
+  /** The host the request goes to. */
   readonly host: string;
+  /** Its port. */
   readonly port: number;
   /** Path and query. */
   readonly path: string;
