@@ -39,11 +39,22 @@ Options:
   --log-level <LEVEL>            error, warn, info (default), debug, trace
   -h, --help                     show this help
 
+The reference's sandbox and proxy flags (--linux-sandbox-pid-namespace,
+--linux-sandbox-transparent-tcp, --tcp-upstream-proxy) are refused here: they
+belong to the exec-server at WS_URL, which runs the processes — start it with them.
+
 Example:
   exec-server serve --listen ws://127.0.0.1:4500 &
   exec-server forward --remote http://127.0.0.1:8800 --environment-id dev-box \\
     --to ws://127.0.0.1:4500 --registration-bearer-stdin < exec.token
 `;
+
+/** Flags of the reference's `forward` that only a serving exec-server can apply. */
+const SERVER_FLAGS = [
+  ["linux-sandbox-pid-namespace", "string"],
+  ["linux-sandbox-transparent-tcp", "boolean"],
+  ["tcp-upstream-proxy", "string"],
+] as const;
 
 /** Runs the command. */
 export async function runForward(args: string[]): Promise<number> {
@@ -58,10 +69,20 @@ export async function runForward(args: string[]): Promise<number> {
       to: { type: "string" },
       "to-token-file": { type: "string" },
       "log-level": { type: "string" },
+      ...Object.fromEntries(SERVER_FLAGS.map(([flag, type]) => [flag, { type }])),
     },
   }, FORWARD_USAGE);
   if (!parsedArgs) return 0;
   const v = parsedArgs.values;
+  for (const [flag] of SERVER_FLAGS) {
+    if ((v as Record<string, unknown>)[flag] !== undefined) {
+      // Accepting it would promise a policy this process cannot apply.
+      throw new UsageError(
+        `--${flag} has no effect on forward: the exec-server at --to runs the processes; start it with --${flag}`,
+        2,
+      );
+    }
+  }
   if (!v.remote) throw new UsageError("--remote URL is required", 2);
   const environmentId = environmentIdFlag(v["environment-id"], "--environment-id is required");
   if (!v.to) throw new UsageError("--to WS_URL is required", 2);

@@ -378,3 +378,19 @@ Deno.test("cli relay: token create needs --store, as its help says", async () =>
   assertEquals(missing.code, 2);
   assertStringIncludes(new TextDecoder().decode(missing.stderr), "--store URL|PATH is required");
 });
+
+Deno.test("cli forward: the reference's sandbox and proxy flags are refused, naming where they belong", async () => {
+  const base = ["forward", "--remote", "http://127.0.0.1:9", "--environment-id", "e", "--to"];
+  for (
+    const extra of [
+      ["--linux-sandbox-transparent-tcp"],
+      ["--tcp-upstream-proxy", "proxy.example:3128"],
+      ["--linux-sandbox-pid-namespace", "inherit"],
+    ]
+  ) {
+    const { code, stderr } = await runCli([...base, "ws://127.0.0.1:9", ...extra]);
+    assertEquals(code, 2, stderr);
+    assertStringIncludes(stderr, `${extra[0]} has no effect on forward`);
+    assertStringIncludes(stderr, `start it with ${extra[0]}`);
+  }
+});
