@@ -252,10 +252,10 @@ export interface MaskedEnvironment {
  * Replaces the credentials of `env` — the built-in ones and those of
  * `providers` — by stand-ins (see the module documentation).
  */
-export function maskCredentials(
+export async function maskCredentials(
   env: Readonly<Record<string, string>>,
   providers: Readonly<Record<string, CredentialProviderConfig>> = {},
-): MaskedEnvironment {
+): Promise<MaskedEnvironment> {
   const out = { ...env };
   const entries = new Map<string, Brokered>();
   const enterpriseHost = enterpriseServer(env.GH_HOST);
@@ -276,7 +276,7 @@ export function maskCredentials(
     entries.set(fake, { name, real, ...hostBound(binds) });
   }
   const builtIn = new Set(CREDENTIALS.map(([name]) => name));
-  for (const provided of provideCredentials(providers, env, builtIn)) {
+  for (const provided of await provideCredentials(providers, env, builtIn)) {
     out[provided.name] = provided.standIn;
     entries.set(provided.standIn, {
       name: provided.name,

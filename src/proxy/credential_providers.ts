@@ -23,7 +23,6 @@
  * @module
  */
 
-import randexpModule from "randexp";
 import type { CredentialAuthScheme, CredentialProviderConfig } from "../protocol/types.ts";
 import { normalizeHost } from "../util/host.ts";
 
@@ -50,10 +49,20 @@ export interface ProvidedCredential {
   readonly header: { readonly name: string; readonly prefix: string } | null;
 }
 
-/** Generates strings matching a pattern (CommonJS: the class is its default export at run time). */
-const RandExp = ((randexpModule as { default?: unknown }).default ?? randexpModule) as new (
-  source: string,
-) => { max: number; gen(): string };
+/** Generates strings matching a pattern. */
+type RandExpClass = new (source: string) => { max: number; gen(): string };
+
+let randExp: Promise<RandExpClass> | undefined;
+
+/** `randexp`, loaded on first use (npm packages load lazily: see the README). */
+function loadRandExp(): Promise<RandExpClass> {
+  // CommonJS: the class is its default export at run time.
+  randExp ??= import("randexp").then((m) => {
+    const exported = (m as { default?: unknown }).default ?? m;
+    return ((exported as { default?: unknown }).default ?? exported) as RandExpClass;
+  });
+  return randExp;
+}
 
 /** Repetitions a stand-in uses for `*`, `+` and `{n,}`. */
 const MAX_REPEAT = 16;
@@ -94,8 +103,13 @@ function wholeMatch(source: string): RegExp | null {
 }
 
 /** A random value matching `pattern` whole and differing from `real`, or null. */
-function generateStandIn(source: string, whole: RegExp, real: string): string | null {
-  let generator: InstanceType<typeof RandExp>;
+function generateStandIn(
+  RandExp: RandExpClass,
+  source: string,
+  whole: RegExp,
+  real: string,
+): string | null {
+  let generator: InstanceType<RandExpClass>;
   try {
     generator = new RandExp(source);
   } catch {
@@ -114,11 +128,13 @@ function generateStandIn(source: string, whole: RegExp, real: string): string | 
  * The credentials `providers` mask in `env` (see the module documentation);
  * `builtIn` are the variables the broker masks by itself.
  */
-export function provideCredentials(
+export async function provideCredentials(
   providers: Readonly<Record<string, CredentialProviderConfig>>,
   env: Readonly<Record<string, string>>,
   builtIn: ReadonlySet<string>,
-): ProvidedCredential[] {
+): Promise<ProvidedCredential[]> {
+  if (Object.keys(providers).length === 0) return [];
+  const RandExp = await loadRandExp();
   const claimed = new Set(builtIn);
   const out: ProvidedCredential[] = [];
   for (const name of Object.keys(providers).sort()) {
@@ -156,7 +172,7 @@ export function provideCredentials(
       if (!real) continue;
       const pattern = patterns.find((p) => p.whole!.test(real));
       if (!pattern) continue;
-      const standIn = generateStandIn(pattern.source, pattern.whole!, real);
+      const standIn = generateStandIn(RandExp, pattern.source, pattern.whole!, real);
       if (standIn === null) continue;
       out.push({ name: variable, real, standIn, hosts, accepts, header });
     }

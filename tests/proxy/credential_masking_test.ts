@@ -341,7 +341,7 @@ Deno.test("stand-ins: the credential's prefix, 'masked', random letters and digi
   assert(standIn("x", "github") !== standIn("x", "github"), "fresh every time");
 });
 
-Deno.test("masking applies to `bash -c <script>` exactly, and GH_HOST binds enterprise tokens only when it names a server", () => {
+Deno.test("masking applies to `bash -c <script>` exactly, and GH_HOST binds enterprise tokens only when it names a server", async () => {
   assert(maskableCommand(["/bin/bash", "-c", "x"]));
   assert(maskableCommand(["bash", "-c", "x"]));
   for (
@@ -372,13 +372,16 @@ Deno.test("masking applies to `bash -c <script>` exactly, and GH_HOST binds ente
       .map(enterpriseServer),
     ["myghes", "ghes.example.com", "ghes.example.com", "", "", "", "", "", ""],
   );
-  const { env } = maskCredentials({ GH_ENTERPRISE_TOKEN: "t", GH_HOST: "localhost" });
+  const { env } = await maskCredentials({ GH_ENTERPRISE_TOKEN: "t", GH_HOST: "localhost" });
   assertEquals(env.GH_ENTERPRISE_TOKEN, "t", "unbound: left as it is");
   assertEquals(env.CODEX_NETWORK_PROXY_BROKERED_CREDENTIALS, "[]");
 });
 
-Deno.test("the broker rewrites Authorization only: Bearer, token, Basic user or password, for the bound host", () => {
-  const { env, broker } = maskCredentials({ GH_TOKEN: "real-gh", OPENAI_API_KEY: "real-oa" });
+Deno.test("the broker rewrites Authorization only: Bearer, token, Basic user or password, for the bound host", async () => {
+  const { env, broker } = await maskCredentials({
+    GH_TOKEN: "real-gh",
+    OPENAI_API_KEY: "real-oa",
+  });
   const gh = env.GH_TOKEN!;
   const rewrite = (host: string, value: string) =>
     broker.rewrite({ host, port: 443, path: "/" }, [["Authorization", value], ["X-Other", gh]]);

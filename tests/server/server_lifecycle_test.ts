@@ -123,9 +123,8 @@ Deno.test("environment/info describes this machine with file: URIs", async () =>
   assertEquals(info.capabilities.linuxSandbox, sandbox.available);
   assertEquals(info.capabilities.sandboxedFileStreaming, sandbox.available);
   // Codex-specific features not built yet are not claimed.
-  for (const flag of ["credentialMaskingCustomProviders", "windowsMxc"]) {
-    assertEquals(info.capabilities[flag], false, flag);
-  }
+  assertEquals(info.capabilities.windowsMxc, false);
+  assertEquals(info.capabilities.credentialMaskingCustomProviders, true);
   assertEquals(info.capabilities.credentialMasking, true);
   assertEquals(info.capabilities.environmentConfigRead, true);
   assertEquals(info.capabilities.networkProxyLaunch, true);

@@ -243,7 +243,7 @@ export async function startProcess(
           "profiles and snapshots and running with unmasked credentials.",
       });
     } else {
-      ({ env, broker } = maskCredentials(env, p.networkProxy.proxy.credentialProviders));
+      ({ env, broker } = await maskCredentials(env, p.networkProxy.proxy.credentialProviders));
     }
   }
   const proxy = await launchProxy(p.processId, p.networkProxy, ctx, broker);
