@@ -369,3 +369,22 @@ export function tagged<T>(
     return decoder(v, path);
   };
 }
+
+/** A serde unit-variant enum that also accepts the `{"variant": null}` map form. */
+export function unitEnum<const V extends string>(variants: readonly V[]): Decoder<V> {
+  const name = variant(variants);
+  return (v, path) => {
+    if (typeof v === "string") return name(v, path);
+    if (v === null || typeof v !== "object" || Array.isArray(v)) {
+      typeError(v, "string or map", path);
+    }
+    const entries = Object.entries(v as Record<string, unknown>);
+    if (entries.length !== 1) {
+      throw new DecodeError("invalid value: map, expected map with a single key", path);
+    }
+    const [key, inner] = entries[0]!;
+    const chosen = name(key, path);
+    if (inner !== null) typeError(inner, "unit", join(path, key));
+    return chosen;
+  };
+}

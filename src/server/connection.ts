@@ -10,7 +10,7 @@ import { withProtocolErrors } from "./domain_errors.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { type RequestContext, RpcPeer } from "../jsonrpc/peer.ts";
 import { decodeParams } from "../protocol/decode.ts";
-import { initializeParams } from "../protocol/decoders.ts";
+import { initializeParams } from "../protocol/lifecycle.ts";
 import { invalidRequest, methodNotFound } from "../protocol/errors.ts";
 import {
   ClientNotification,

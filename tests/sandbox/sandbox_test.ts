@@ -24,7 +24,7 @@ import { lexists as exists } from "../../src/fs/metadata.ts";
 import { SandboxFsGateway } from "../../src/sandbox/fs_gateway.ts";
 import { plannerFor } from "../../src/server/handlers/sandbox_plan.ts";
 import { decodeParams } from "../../src/protocol/decode.ts";
-import { fsWriteFileParams } from "../../src/protocol/decoders.ts";
+import { fsWriteFileParams } from "../../src/protocol/fs.ts";
 
 const available = sandboxSupport().available;
 if (!available) {

@@ -13,7 +13,7 @@ import { decodeBase64 } from "../../protocol/decode.ts";
 import {
   capabilitiesDiscoverParams,
   capabilityRootsDiscoverParams,
-} from "../../protocol/decoders.ts";
+} from "../../protocol/lifecycle.ts";
 import { discoverCapabilities } from "../../discovery/discover_v2.ts";
 import { defaultConfigLocations } from "../../codex_config/layers.ts";
 import { Method } from "../../protocol/methods.ts";

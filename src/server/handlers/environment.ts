@@ -4,7 +4,7 @@
  * @module
  */
 
-import { environmentConfigReadParams, noParams } from "../../protocol/decoders.ts";
+import { environmentConfigReadParams, noParams } from "../../protocol/lifecycle.ts";
 import { readEnvironmentConfig } from "../../codex_config/layers.ts";
 import { Method } from "../../protocol/methods.ts";
 import type {

@@ -28,7 +28,7 @@ import {
   fsWatchMissingParams,
   fsWriteBlockParams,
   fsWriteFileParams,
-} from "../../protocol/decoders.ts";
+} from "../../protocol/fs.ts";
 import { ErrorCode, internalError, invalidRequest } from "../../protocol/errors.ts";
 import { Method, ServerNotification } from "../../protocol/methods.ts";
 import { pathToUri } from "../../protocol/path_uri.ts";

@@ -8,7 +8,7 @@
 
 import { RpcError } from "../../jsonrpc/errors.ts";
 import { bodyErrorMessage, type HttpExchange, readBody, startExchange } from "./http_request.ts";
-import { httpBodyFlowParams, httpRequestParams } from "../../protocol/decoders.ts";
+import { httpBodyFlowParams, httpRequestParams } from "../../protocol/http.ts";
 import { ErrorCode } from "../../protocol/errors.ts";
 import { Method, ServerNotification } from "../../protocol/methods.ts";
 import type { HttpBodyDeltaNotification, HttpResponseResult } from "../../protocol/types.ts";

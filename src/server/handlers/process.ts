@@ -17,7 +17,7 @@ import {
   processStartParams,
   processTerminateParams,
   processWriteParams,
-} from "../../protocol/decoders.ts";
+} from "../../protocol/process.ts";
 import { internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
 import { Method } from "../../protocol/methods.ts";
 import type {

@@ -20,7 +20,7 @@ import {
   SpawnError,
   type SpawnErrorKind,
 } from "../../process/spawn.ts";
-import type { DecodedProcessStart } from "../../protocol/decoders.ts";
+import type { DecodedProcessStart } from "../../protocol/process.ts";
 import { ErrorCode, internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
 import { ptyBackend } from "../../process/pty/spawn_pty.ts";
 import { signalGroup } from "../../process/signals.ts";

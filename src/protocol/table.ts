@@ -1,0 +1,43 @@
+/**
+ * The shape of the protocol's one table: each family file
+ * (`lifecycle.ts`, `process.ts`, `fs.ts`, `http.ts`, `network.ts`) declares
+ * its rows — a method's params, result and decoded params as types, its
+ * decoder, lane and ordering as values — and `spec.ts` merges them. The
+ * server's handlers and the client's calls are typed from the merged table.
+ *
+ * @module
+ */
+
+import type { Decoder } from "./decode.ts";
+
+/** One request method's types: what the client sends, what the server answers, what a handler receives. */
+export interface Row<Params, Result, Decoded = Params> {
+  /** What the client sends. */
+  params: Params;
+  /** What the server answers. */
+  result: Result;
+  /** What its decoder gives a handler (defaults applied, paths resolved, bytes decoded). */
+  decoded: Decoded;
+}
+
+/** How the server treats one request method. */
+export interface RequestRow<Decoded> {
+  /** Decodes and validates its params (serde's messages, `-32602`). */
+  readonly decode: Decoder<Decoded>;
+  /** `control`: never waits behind ordinary work (status, signals, closing handles). */
+  readonly lane?: "control";
+  /**
+   * The member naming what the request is about: requests about the same
+   * process or handle take effect in arrival order, across lanes.
+   */
+  readonly orderedBy?: "processId" | "handleId";
+}
+
+/** A family's rows as values, checked against its rows as types. */
+export type RequestTable<Rows> = {
+  readonly [M in keyof Rows]: Rows[M] extends Row<unknown, unknown, infer D> ? RequestRow<D>
+    : never;
+};
+
+/** An empty object (`{}`), the result of methods that only succeed or fail. */
+export type EmptyResult = Record<string, never>;
