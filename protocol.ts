@@ -32,8 +32,32 @@ export type {
   MethodMap,
   MethodParams,
   MethodResult,
+  NotificationMap,
+  NotificationParams,
   RequestFn,
-} from "./src/protocol/method_map.ts";
+} from "./src/protocol/spec.ts";
+// The table by family: names, and rows (params and result of each method).
+export type { Row } from "./src/protocol/table.ts";
+export { LifecycleMethod, type LifecycleMethods } from "./src/protocol/lifecycle.ts";
+export {
+  ProcessMethod,
+  type ProcessMethods,
+  ProcessNotification,
+  type ProcessNotifications,
+} from "./src/protocol/process.ts";
+export {
+  FsMethod,
+  type FsMethods,
+  FsNotification,
+  type FsNotifications,
+} from "./src/protocol/fs.ts";
+export {
+  HttpMethod,
+  type HttpMethods,
+  HttpNotification,
+  type HttpNotifications,
+} from "./src/protocol/http.ts";
+export { NetworkNotification, type NetworkNotifications } from "./src/protocol/network.ts";
 export { ErrorCode } from "./src/protocol/errors.ts";
 export { pathToUri, toPathUri } from "./src/protocol/path_uri.ts";
 export type * from "./src/protocol/types.ts";

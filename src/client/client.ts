@@ -24,7 +24,7 @@
  * @module
  */
 
-import type { MethodParams, MethodResult } from "../protocol/method_map.ts";
+import type { MethodParams, MethodResult } from "../protocol/spec.ts";
 import type { MethodName } from "../protocol/methods.ts";
 import type { TraceContext } from "../jsonrpc/message.ts";
 import { ConnectionClosedError, JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";

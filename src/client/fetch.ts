@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { RequestFn } from "../protocol/method_map.ts";
+import type { RequestFn } from "../protocol/spec.ts";
 import type { HttpRequestParams } from "../protocol/types.ts";
 import type { HttpBodyDeltaNotification, HttpResponseResult } from "../protocol/types.ts";
 

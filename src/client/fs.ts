@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { MethodParams, MethodResult, RequestFn } from "../protocol/method_map.ts";
+import type { MethodParams, MethodResult, RequestFn } from "../protocol/spec.ts";
 import { Method, type MethodName } from "../protocol/methods.ts";
 import { RpcError } from "../jsonrpc/errors.ts";
 import { toPathUri } from "../protocol/path_uri.ts";

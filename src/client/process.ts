@@ -24,7 +24,7 @@
  * @module
  */
 
-import type { RequestFn } from "../protocol/method_map.ts";
+import type { RequestFn } from "../protocol/spec.ts";
 import { ConnectionClosedError } from "../jsonrpc/errors.ts";
 import type {
   OutputChunk,

@@ -9,6 +9,7 @@ import {
   array,
   boolean,
   bytes,
+  type Decoder,
   type ExactU64,
   exactU64,
   optionalOr,
@@ -302,16 +303,16 @@ export interface DecodedFsWriteBlock {
   chunk: Uint8Array;
 }
 
-const followSymlinks = optionalOr(boolean, true);
+const followSymlinks: Decoder<boolean> = optionalOr(boolean, true);
 
 /** `fs/readFile`. */
-export const fsReadFileParams = struct<Sandboxed<FsReadFileParams>>(
+const fsReadFileParams = struct<Sandboxed<FsReadFileParams>>(
   "ReadFileParams",
   { path: pathUri, followSymlinks, sandbox: optionalSandbox },
 );
 
 /** `fs/writeFile`. */
-export const fsWriteFileParams = struct<DecodedFsWriteFile>("WriteFileParams", {
+const fsWriteFileParams = struct<DecodedFsWriteFile>("WriteFileParams", {
   path: pathUri,
   dataBase64: string,
   followSymlinks,
@@ -319,7 +320,7 @@ export const fsWriteFileParams = struct<DecodedFsWriteFile>("WriteFileParams", {
 });
 
 /** `fs/createDirectory`. */
-export const fsCreateDirectoryParams = struct<Sandboxed<FsCreateDirectoryParams>>(
+const fsCreateDirectoryParams = struct<Sandboxed<FsCreateDirectoryParams>>(
   "CreateDirectoryParams",
   {
     path: pathUri,
@@ -330,26 +331,26 @@ export const fsCreateDirectoryParams = struct<Sandboxed<FsCreateDirectoryParams>
 );
 
 /** `fs/getMetadata`. */
-export const fsGetMetadataParams = struct<Sandboxed<FsGetMetadataParams>>("GetMetadataParams", {
+const fsGetMetadataParams = struct<Sandboxed<FsGetMetadataParams>>("GetMetadataParams", {
   path: pathUri,
   followSymlinks,
   sandbox: optionalSandbox,
 });
 
 /** `fs/canonicalize`. */
-export const fsCanonicalizeParams = struct<FsCanonicalizeParams>("CanonicalizeParams", {
+const fsCanonicalizeParams = struct<FsCanonicalizeParams>("CanonicalizeParams", {
   path: pathUri,
   sandbox: optionalSandbox,
 });
 
 /** `fs/readDirectory`. */
-export const fsReadDirectoryParams = struct<FsReadDirectoryParams>("ReadDirectoryParams", {
+const fsReadDirectoryParams = struct<FsReadDirectoryParams>("ReadDirectoryParams", {
   path: pathUri,
   sandbox: optionalSandbox,
 });
 
 /** `fs/remove`. */
-export const fsRemoveParams = struct<Sandboxed<FsRemoveParams>>(
+const fsRemoveParams = struct<Sandboxed<FsRemoveParams>>(
   "RemoveParams",
   {
     path: pathUri,
@@ -361,7 +362,7 @@ export const fsRemoveParams = struct<Sandboxed<FsRemoveParams>>(
 );
 
 /** `fs/copy`. */
-export const fsCopyParams = struct<FsCopyParams>("CopyParams", {
+const fsCopyParams = struct<FsCopyParams>("CopyParams", {
   sourcePath: pathUri,
   destinationPath: pathUri,
   recursive: boolean,
@@ -369,7 +370,7 @@ export const fsCopyParams = struct<FsCopyParams>("CopyParams", {
 });
 
 /** `fs/open`. */
-export const fsOpenParams = struct<Sandboxed<FsOpenParams>>(
+const fsOpenParams = struct<Sandboxed<FsOpenParams>>(
   "OpenParams",
   {
     handleId: string,
@@ -380,21 +381,21 @@ export const fsOpenParams = struct<Sandboxed<FsOpenParams>>(
 );
 
 /** `fs/readBlock`. */
-export const fsReadBlockParams = struct<DecodedFsReadBlock>("ReadBlockParams", {
+const fsReadBlockParams = struct<DecodedFsReadBlock>("ReadBlockParams", {
   handleId: string,
   offset: exactU64,
   len: usize,
 });
 
 /** `fs/writeBlock`. */
-export const fsWriteBlockParams = struct<DecodedFsWriteBlock>("WriteBlockParams", {
+const fsWriteBlockParams = struct<DecodedFsWriteBlock>("WriteBlockParams", {
   handleId: string,
   offset: exactU64,
   chunk: bytes,
 });
 
 /** `fs/close`. */
-export const fsCloseParams = struct<FsCloseParams>("CloseParams", { handleId: string });
+const fsCloseParams = struct<FsCloseParams>("CloseParams", { handleId: string });
 
 const walkOptions = struct<FsWalkOptions>("WalkOptions", {
   maxDepth: usize,
@@ -405,14 +406,14 @@ const walkOptions = struct<FsWalkOptions>("WalkOptions", {
 });
 
 /** `fs/walk`. */
-export const fsWalkParams = struct<FsWalkParams>("WalkParams", {
+const fsWalkParams = struct<FsWalkParams>("WalkParams", {
   path: pathUri,
   options: walkOptions,
   sandbox: optionalSandbox,
 });
 
 /** `fs/watchMissing`. */
-export const fsWatchMissingParams = struct<FsWatchMissingParams>("WatchMissingParams", {
+const fsWatchMissingParams = struct<FsWatchMissingParams>("WatchMissingParams", {
   watchId: u64,
   missing: array(pathUri),
   sandbox: optionalSandbox,
@@ -444,31 +445,27 @@ export const FsNotification = {
 /** The family's rows of the method table. */
 export interface FsMethods {
   /** `fs/readFile`. */
-  [FsMethod.FsReadFile]: Row<FsReadFileParams, FsReadFileResult, Sandboxed<FsReadFileParams>>;
+  [FsMethod.FsReadFile]: Row<FsReadFileParams, FsReadFileResult>;
   /** `fs/writeFile`. */
-  [FsMethod.FsWriteFile]: Row<FsWriteFileParams, EmptyResult, DecodedFsWriteFile>;
+  [FsMethod.FsWriteFile]: Row<FsWriteFileParams, EmptyResult>;
   /** `fs/createDirectory`. */
-  [FsMethod.FsCreateDirectory]: Row<
-    FsCreateDirectoryParams,
-    EmptyResult,
-    Sandboxed<FsCreateDirectoryParams>
-  >;
+  [FsMethod.FsCreateDirectory]: Row<FsCreateDirectoryParams, EmptyResult>;
   /** `fs/getMetadata`. */
-  [FsMethod.FsGetMetadata]: Row<FsGetMetadataParams, FsMetadata, Sandboxed<FsGetMetadataParams>>;
+  [FsMethod.FsGetMetadata]: Row<FsGetMetadataParams, FsMetadata>;
   /** `fs/canonicalize`. */
   [FsMethod.FsCanonicalize]: Row<FsCanonicalizeParams, FsCanonicalizeResult>;
   /** `fs/readDirectory`. */
   [FsMethod.FsReadDirectory]: Row<FsReadDirectoryParams, FsReadDirectoryResult>;
   /** `fs/remove`. */
-  [FsMethod.FsRemove]: Row<FsRemoveParams, EmptyResult, Sandboxed<FsRemoveParams>>;
+  [FsMethod.FsRemove]: Row<FsRemoveParams, EmptyResult>;
   /** `fs/copy`. */
   [FsMethod.FsCopy]: Row<FsCopyParams, EmptyResult>;
   /** `fs/open`. */
-  [FsMethod.FsOpen]: Row<FsOpenParams, FsOpenResult, Sandboxed<FsOpenParams>>;
+  [FsMethod.FsOpen]: Row<FsOpenParams, FsOpenResult>;
   /** `fs/readBlock`. */
-  [FsMethod.FsReadBlock]: Row<FsReadBlockParams, FsReadBlockResult, DecodedFsReadBlock>;
+  [FsMethod.FsReadBlock]: Row<FsReadBlockParams, FsReadBlockResult>;
   /** `fs/writeBlock`. */
-  [FsMethod.FsWriteBlock]: Row<FsWriteBlockParams, EmptyResult, DecodedFsWriteBlock>;
+  [FsMethod.FsWriteBlock]: Row<FsWriteBlockParams, EmptyResult>;
   /** `fs/close`. */
   [FsMethod.FsClose]: Row<FsCloseParams, EmptyResult>;
   /** `fs/walk`. */
@@ -483,8 +480,20 @@ export interface FsNotifications {
   [FsNotification.FsMissingChanged]: FsMissingChangedNotification;
 }
 
+/** What the family's decoders give its handlers, where more than the params as sent. */
+export interface FsDecoded {
+  [FsMethod.FsReadFile]: Sandboxed<FsReadFileParams>;
+  [FsMethod.FsWriteFile]: DecodedFsWriteFile;
+  [FsMethod.FsCreateDirectory]: Sandboxed<FsCreateDirectoryParams>;
+  [FsMethod.FsGetMetadata]: Sandboxed<FsGetMetadataParams>;
+  [FsMethod.FsRemove]: Sandboxed<FsRemoveParams>;
+  [FsMethod.FsOpen]: Sandboxed<FsOpenParams>;
+  [FsMethod.FsReadBlock]: DecodedFsReadBlock;
+  [FsMethod.FsWriteBlock]: DecodedFsWriteBlock;
+}
+
 /** How the server decodes and dispatches the family's requests. */
-export const fsRequests: RequestTable<FsMethods> = {
+export const fsRequests: RequestTable<FsMethods, FsDecoded> = {
   [FsMethod.FsReadFile]: { decode: fsReadFileParams },
   [FsMethod.FsWriteFile]: { decode: fsWriteFileParams },
   [FsMethod.FsCreateDirectory]: { decode: fsCreateDirectoryParams },

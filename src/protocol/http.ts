@@ -18,7 +18,7 @@ import {
   unitEnum,
   withDefault,
 } from "./decode.ts";
-import type { EmptyResult, RequestTable, Row } from "./table.ts";
+import type { RequestTable, Row } from "./table.ts";
 
 /**
  * Params of `http/request/pauseBody`, `http/request/resumeBody` and
@@ -111,7 +111,7 @@ export interface DecodedHttpRequest {
 }
 
 /** `http/request/pauseBody`, `resumeBody` and `cancelBody`. */
-export const httpBodyFlowParams = struct<HttpBodyFlowParams>("HttpBodyFlowParams", {
+const httpBodyFlowParams = struct<HttpBodyFlowParams>("HttpBodyFlowParams", {
   requestId: string,
 });
 
@@ -122,7 +122,7 @@ const httpHeader = struct<HttpHeaderParam>("HttpHeader", {
 });
 
 /** `http/request`. */
-export const httpRequestParams = struct<DecodedHttpRequest>("HttpRequestParams", {
+const httpRequestParams = struct<DecodedHttpRequest>("HttpRequestParams", {
   method: string,
   url: string,
   headers: withDefault(array(httpHeader), []),
@@ -149,7 +149,7 @@ export const HttpNotification = {
 /** The family's rows of the method table. */
 export interface HttpMethods {
   /** `http/request`. */
-  [HttpMethod.HttpRequest]: Row<HttpRequestParams, HttpResponseResult, DecodedHttpRequest>;
+  [HttpMethod.HttpRequest]: Row<HttpRequestParams, HttpResponseResult>;
   /** `http/request/pauseBody` (extension). */
   [HttpMethod.HttpPauseBody]: Row<HttpBodyFlowParams, HttpBodyFlowResult>;
   /** `http/request/resumeBody` (extension). */
@@ -164,8 +164,13 @@ export interface HttpNotifications {
   [HttpNotification.HttpBodyDelta]: HttpBodyDeltaNotification;
 }
 
+/** What the family's decoders give its handlers, where more than the params as sent. */
+export interface HttpDecoded {
+  [HttpMethod.HttpRequest]: DecodedHttpRequest;
+}
+
 /** How the server decodes and dispatches the family's requests. */
-export const httpRequests: RequestTable<HttpMethods> = {
+export const httpRequests: RequestTable<HttpMethods, HttpDecoded> = {
   [HttpMethod.HttpRequest]: { decode: httpRequestParams },
   [HttpMethod.HttpPauseBody]: { decode: httpBodyFlowParams, lane: "control" },
   [HttpMethod.HttpResumeBody]: { decode: httpBodyFlowParams, lane: "control" },

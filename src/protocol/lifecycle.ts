@@ -6,17 +6,7 @@
  * @module
  */
 
-import {
-  array,
-  boolean,
-  DecodeError,
-  type Decoder,
-  nullable,
-  string,
-  struct,
-  u64,
-  unit,
-} from "./decode.ts";
+import { array, DecodeError, type Decoder, nullable, string, struct, u64, unit } from "./decode.ts";
 import type { EmptyResult, RequestTable, Row } from "./table.ts";
 import { pathUri } from "./path_uri.ts";
 import {
@@ -373,14 +363,14 @@ export interface EnvironmentConfigReadResult {
 }
 
 /** `initialize`. */
-export const initializeParams = struct<InitializeParams>("InitializeParams", {
+const initializeParams = struct<InitializeParams>("InitializeParams", {
   clientName: string,
   resumeSessionId: nullable(string),
   maxMessageBytes: nullable(u64),
 });
 
 /** Methods without params. */
-export const noParams = unit;
+const noParams = unit;
 
 const tomlPath: Decoder<string[]> = (v, path) => {
   const segments = array(string)(v, path);
@@ -391,7 +381,7 @@ const tomlPath: Decoder<string[]> = (v, path) => {
 };
 
 /** `capabilityRoots/discoverV1`. */
-export const capabilityRootsDiscoverParams = struct<CapabilityRootsDiscoverParams>(
+const capabilityRootsDiscoverParams = struct<CapabilityRootsDiscoverParams>(
   "DiscoverCapabilityRootsParams",
   {
     roots: array(
@@ -405,13 +395,13 @@ export const capabilityRootsDiscoverParams = struct<CapabilityRootsDiscoverParam
 );
 
 /** `capabilities/discoverV2`. */
-export const capabilitiesDiscoverParams = struct<Sandboxed<CapabilitiesDiscoverParams>>(
+const capabilitiesDiscoverParams = struct<Sandboxed<CapabilitiesDiscoverParams>>(
   "DiscoverCapabilitiesParams",
   { cwd: pathUri, sandbox: optionalSandbox },
 );
 
 /** `environmentConfig/read`. */
-export const environmentConfigReadParams: Decoder<EnvironmentConfigReadParams> = (v, path) => {
+const environmentConfigReadParams: Decoder<EnvironmentConfigReadParams> = (v, path) => {
   const params = struct<EnvironmentConfigReadParams>("EnvironmentConfigReadParams", {
     cwd: pathUri,
     configPaths: array(tomlPath),
@@ -443,13 +433,9 @@ export interface LifecycleMethods {
   /** `initialize`. */
   [LifecycleMethod.Initialize]: Row<InitializeParams, InitializeResult>;
   /** `environment/info`. */
-  [LifecycleMethod.EnvironmentInfo]: Row<EmptyResult | undefined, EnvironmentInfo, EmptyResult>;
+  [LifecycleMethod.EnvironmentInfo]: Row<EmptyResult | undefined, EnvironmentInfo>;
   /** `environment/status`. */
-  [LifecycleMethod.EnvironmentStatus]: Row<
-    EmptyResult | undefined,
-    EnvironmentStatusResult,
-    EmptyResult
-  >;
+  [LifecycleMethod.EnvironmentStatus]: Row<EmptyResult | undefined, EnvironmentStatusResult>;
   /** `environmentConfig/read`. */
   [LifecycleMethod.EnvironmentConfigRead]: Row<
     EnvironmentConfigReadParams,
@@ -463,13 +449,19 @@ export interface LifecycleMethods {
   /** `capabilities/discoverV2`. */
   [LifecycleMethod.CapabilitiesDiscoverV2]: Row<
     CapabilitiesDiscoverParams,
-    CapabilitiesDiscoverResult,
-    Sandboxed<CapabilitiesDiscoverParams>
+    CapabilitiesDiscoverResult
   >;
 }
 
+/** What the family's decoders give its handlers, where more than the params as sent. */
+export interface LifecycleDecoded {
+  [LifecycleMethod.EnvironmentInfo]: EmptyResult;
+  [LifecycleMethod.EnvironmentStatus]: EmptyResult;
+  [LifecycleMethod.CapabilitiesDiscoverV2]: Sandboxed<CapabilitiesDiscoverParams>;
+}
+
 /** How the server decodes and dispatches the family's requests. */
-export const lifecycleRequests: RequestTable<LifecycleMethods> = {
+export const lifecycleRequests: RequestTable<LifecycleMethods, LifecycleDecoded> = {
   [LifecycleMethod.Initialize]: { decode: initializeParams },
   [LifecycleMethod.EnvironmentInfo]: { decode: noParams, lane: "control" },
   [LifecycleMethod.EnvironmentStatus]: { decode: noParams, lane: "control" },

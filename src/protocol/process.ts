@@ -364,7 +364,7 @@ const shellSnapshot: Decoder<ShellSnapshotParams> = (v, path) => {
 };
 
 /** `process/start`. */
-export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
+const processStartParams = struct<DecodedProcessStart>("ExecParams", {
   processId: string,
   metadata: nullable(metadata),
   argv,
@@ -384,7 +384,7 @@ export const processStartParams = struct<DecodedProcessStart>("ExecParams", {
 });
 
 /** `process/read`. */
-export const processReadParams = struct<ProcessReadParams>("ReadParams", {
+const processReadParams = struct<ProcessReadParams>("ReadParams", {
   processId: string,
   afterSeq: optional(u64),
   maxBytes: optional(usize),
@@ -392,14 +392,14 @@ export const processReadParams = struct<ProcessReadParams>("ReadParams", {
 });
 
 /** `process/write`. */
-export const processWriteParams = struct<DecodedProcessWrite>("WriteParams", {
+const processWriteParams = struct<DecodedProcessWrite>("WriteParams", {
   processId: string,
   chunk: bytes,
   writeId: nonEmptyString("writeId must not be empty"),
 });
 
 /** Every signal name; `interrupt` is the only one the reference knows. */
-export const SIGNAL_NAMES: readonly ProcessSignalName[] = [
+const SIGNAL_NAMES: readonly ProcessSignalName[] = [
   "interrupt",
   "terminate",
   "kill",
@@ -410,27 +410,27 @@ export const SIGNAL_NAMES: readonly ProcessSignalName[] = [
 ];
 
 /** `process/signal`. */
-export const processSignalParams = struct<ProcessSignalParams>("SignalParams", {
+const processSignalParams = struct<ProcessSignalParams>("SignalParams", {
   processId: string,
   signal: variant(SIGNAL_NAMES),
 });
 
 /** `process/terminate`. */
-export const processTerminateParams = struct<ProcessTerminateParams>("TerminateParams", {
+const processTerminateParams = struct<ProcessTerminateParams>("TerminateParams", {
   processId: string,
   graceMs: optional(u64),
 });
 
 /** `process/pauseOutput` and `process/resumeOutput`. */
-export const processFlowParams = struct<ProcessFlowParams>("FlowParams", { processId: string });
+const processFlowParams = struct<ProcessFlowParams>("FlowParams", { processId: string });
 
 /** `process/closeStdin`. */
-export const processCloseStdinParams = struct<ProcessCloseStdinParams>("CloseStdinParams", {
+const processCloseStdinParams = struct<ProcessCloseStdinParams>("CloseStdinParams", {
   processId: string,
 });
 
 /** `process/resize`. */
-export const processResizeParams = struct<ProcessResizeParams>("ResizeParams", {
+const processResizeParams = struct<ProcessResizeParams>("ResizeParams", {
   processId: string,
   rows: u16,
   cols: u16,
@@ -459,17 +459,17 @@ export const ProcessNotification = {
 /** The family's rows of the method table. */
 export interface ProcessMethods {
   /** `process/start`. */
-  [ProcessMethod.ProcessStart]: Row<ProcessStartParams, ProcessStartResult, DecodedProcessStart>;
+  [ProcessMethod.ProcessStart]: Row<ProcessStartParams, ProcessStartResult>;
   /** `process/read`. */
   [ProcessMethod.ProcessRead]: Row<ProcessReadParams, ProcessReadResult>;
   /** `process/write`. */
-  [ProcessMethod.ProcessWrite]: Row<ProcessWriteParams, ProcessWriteResult, DecodedProcessWrite>;
+  [ProcessMethod.ProcessWrite]: Row<ProcessWriteParams, ProcessWriteResult>;
   /** `process/signal`. */
   [ProcessMethod.ProcessSignal]: Row<ProcessSignalParams, EmptyResult>;
   /** `process/terminate`. */
   [ProcessMethod.ProcessTerminate]: Row<ProcessTerminateParams, ProcessTerminateResult>;
-  /** `process/closeStdin` (extension). */
-  [ProcessMethod.ProcessCloseStdin]: Row<ProcessCloseStdinParams, EmptyResult>;
+  /** `process/closeStdin` (extension): answered like a write. */
+  [ProcessMethod.ProcessCloseStdin]: Row<ProcessCloseStdinParams, ProcessWriteResult>;
   /** `process/resize` (extension). */
   [ProcessMethod.ProcessResize]: Row<ProcessResizeParams, EmptyResult>;
   /** `process/pauseOutput` (extension). */
@@ -488,8 +488,14 @@ export interface ProcessNotifications {
   [ProcessNotification.ProcessClosed]: ProcessClosedNotification;
 }
 
+/** What the family's decoders give its handlers, where more than the params as sent. */
+export interface ProcessDecoded {
+  [ProcessMethod.ProcessStart]: DecodedProcessStart;
+  [ProcessMethod.ProcessWrite]: DecodedProcessWrite;
+}
+
 /** How the server decodes and dispatches the family's requests (all about one process). */
-export const processRequests: RequestTable<ProcessMethods> = {
+export const processRequests: RequestTable<ProcessMethods, ProcessDecoded> = {
   [ProcessMethod.ProcessStart]: { decode: processStartParams, orderedBy: "processId" },
   [ProcessMethod.ProcessRead]: { decode: processReadParams, orderedBy: "processId" },
   [ProcessMethod.ProcessWrite]: { decode: processWriteParams, orderedBy: "processId" },

@@ -164,7 +164,7 @@ const sandboxEntry = struct<SandboxEntry>("FileSystemSandboxEntry", {
   missing_path_behavior: optional(variant(["skip"])),
 });
 
-export const sandboxNetwork = variant<SandboxNetwork>(["restricted", "enabled"]);
+const sandboxNetwork = variant<SandboxNetwork>(["restricted", "enabled"]);
 
 const fileSystem = tagged<SandboxFileSystem>("FileSystemPermissions", "type", {
   restricted: struct<{ type: "restricted"; entries: SandboxEntry[] }>("Restricted", {
@@ -216,4 +216,6 @@ export const sandboxContext: Decoder<FileSystemSandboxContext> = struct<
 });
 
 /** An optional `sandbox` member (null and absent: none). */
-export const optionalSandbox = optional(sandboxContext);
+export const optionalSandbox: Decoder<FileSystemSandboxContext | undefined> = optional(
+  sandboxContext,
+);

@@ -12,6 +12,7 @@
  */
 
 import {
+  type FsDecoded,
   FsMethod,
   type FsMethods,
   FsNotification,
@@ -19,15 +20,22 @@ import {
   fsRequests,
 } from "./fs.ts";
 import {
+  type HttpDecoded,
   HttpMethod,
   type HttpMethods,
   HttpNotification,
   type HttpNotifications,
   httpRequests,
 } from "./http.ts";
-import { LifecycleMethod, type LifecycleMethods, lifecycleRequests } from "./lifecycle.ts";
+import {
+  type LifecycleDecoded,
+  LifecycleMethod,
+  type LifecycleMethods,
+  lifecycleRequests,
+} from "./lifecycle.ts";
 import { NetworkNotification, type NetworkNotifications } from "./network.ts";
 import {
+  type ProcessDecoded,
   ProcessMethod,
   type ProcessMethods,
   ProcessNotification,
@@ -41,20 +49,30 @@ export { ServerRequest } from "./network.ts";
 export type { EmptyResult } from "./table.ts";
 
 /** Client → server requests, by name. */
-export const Method = {
+export const Method: Readonly<
+  & typeof LifecycleMethod
+  & typeof ProcessMethod
+  & typeof FsMethod
+  & typeof HttpMethod
+> = {
   ...LifecycleMethod,
   ...ProcessMethod,
   ...FsMethod,
   ...HttpMethod,
-} as const;
+};
 
 /** Server → client notifications, by name. */
-export const ServerNotification = {
+export const ServerNotification: Readonly<
+  & typeof ProcessNotification
+  & typeof HttpNotification
+  & typeof FsNotification
+  & typeof NetworkNotification
+> = {
   ...ProcessNotification,
   ...HttpNotification,
   ...FsNotification,
   ...NetworkNotification,
-} as const;
+};
 
 /** Method name → params, result and decoded params (wire shapes: paths are `file:` URIs). */
 export interface MethodMap extends LifecycleMethods, ProcessMethods, FsMethods, HttpMethods {}
@@ -70,8 +88,12 @@ export type MethodName = keyof MethodMap;
 export type MethodParams<M extends MethodName> = MethodMap[M]["params"];
 /** The result of method `M`. */
 export type MethodResult<M extends MethodName> = MethodMap[M]["result"];
+/** What the families' decoders give their handlers, where more than the params as sent. */
+interface DecodedMap extends LifecycleDecoded, ProcessDecoded, FsDecoded, HttpDecoded {}
+
 /** The params of method `M` as its decoder gives them to a handler. */
-export type DecodedParams<M extends MethodName> = MethodMap[M]["decoded"];
+export type DecodedParams<M extends MethodName> = M extends keyof DecodedMap ? DecodedMap[M]
+  : MethodParams<M>;
 /** The payload of notification `N`. */
 export type NotificationParams<N extends keyof NotificationMap> = NotificationMap[N];
 

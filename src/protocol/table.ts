@@ -1,8 +1,9 @@
 /**
  * The shape of the protocol's one table: each family file
  * (`lifecycle.ts`, `process.ts`, `fs.ts`, `http.ts`, `network.ts`) declares
- * its rows — a method's params, result and decoded params as types, its
- * decoder, lane and ordering as values — and `spec.ts` merges them. The
+ * its rows — a method's params and result as types (and, where its decoder
+ * gives more than the params as sent, the decoded params), its decoder,
+ * lane and ordering as values — and `spec.ts` merges them. The
  * server's handlers and the client's calls are typed from the merged table.
  *
  * @module
@@ -10,14 +11,12 @@
 
 import type { Decoder } from "./decode.ts";
 
-/** One request method's types: what the client sends, what the server answers, what a handler receives. */
-export interface Row<Params, Result, Decoded = Params> {
+/** One request method's types: what the client sends, what the server answers. */
+export interface Row<Params, Result> {
   /** What the client sends. */
   params: Params;
   /** What the server answers. */
   result: Result;
-  /** What its decoder gives a handler (defaults applied, paths resolved, bytes decoded). */
-  decoded: Decoded;
 }
 
 /** How the server treats one request method. */
@@ -33,10 +32,16 @@ export interface RequestRow<Decoded> {
   readonly orderedBy?: "processId" | "handleId";
 }
 
-/** A family's rows as values, checked against its rows as types. */
-export type RequestTable<Rows> = {
-  readonly [M in keyof Rows]: Rows[M] extends Row<unknown, unknown, infer D> ? RequestRow<D>
-    : never;
+/**
+ * A family's rows as values, checked against its rows as types: each
+ * decoder gives what `Decoded` names for its method (defaults applied,
+ * paths resolved, bytes decoded), or else the params as sent.
+ */
+export type RequestTable<
+  Rows extends { [M in keyof Rows]: Row<unknown, unknown> },
+  Decoded = object,
+> = {
+  readonly [M in keyof Rows]: RequestRow<M extends keyof Decoded ? Decoded[M] : Rows[M]["params"]>;
 };
 
 /** An empty object (`{}`), the result of methods that only succeed or fail. */

@@ -1,15 +1,127 @@
 /**
  * Params, results and notification payloads of the exec-server protocol,
- * all families together (each is defined in its family file). Paths are
+ * all families together (each is defined in its family file, with its
+ * decoders and its rows of the method table: see `spec.ts`). Paths are
  * `file:` URI strings on the wire; byte fields are standard padded base64
  * strings.
  *
  * @module
  */
 
-export type * from "./lifecycle.ts";
-export type * from "./process.ts";
-export type * from "./fs.ts";
-export type * from "./http.ts";
-export type * from "./network.ts";
-export type * from "./sandbox.ts";
+export type {
+  Capabilities,
+  CapabilitiesDiscoverParams,
+  CapabilitiesDiscoverResult,
+  CapabilityFile,
+  CapabilityPluginFiles,
+  CapabilityRootParam,
+  CapabilityRootResult,
+  CapabilityRootsDiscoverParams,
+  CapabilityRootsDiscoverResult,
+  CapabilitySkillFiles,
+  ConfigLayer,
+  ConfigLayerStack,
+  DiscoveredPlugin,
+  DiscoveredSkill,
+  EnvironmentConfigReadParams,
+  EnvironmentConfigReadResult,
+  EnvironmentInfo,
+  EnvironmentStatusResult,
+  InitializeParams,
+  InitializeResult,
+  ShellInfo,
+  SkillDependencies,
+  SkillPolicy,
+  SkillToolDependency,
+} from "./lifecycle.ts";
+export type {
+  EnvInherit,
+  EnvPolicy,
+  OutputChunk,
+  OutputStream,
+  ProcessClosedNotification,
+  ProcessCloseStdinParams,
+  ProcessExitedNotification,
+  ProcessFlowParams,
+  ProcessMetadata,
+  ProcessOutputNotification,
+  ProcessReadParams,
+  ProcessReadResult,
+  ProcessResizeParams,
+  ProcessSignalName,
+  ProcessSignalParams,
+  ProcessStartParams,
+  ProcessStartResult,
+  ProcessTerminateParams,
+  ProcessTerminateResult,
+  ProcessWriteParams,
+  ProcessWriteResult,
+  ShellSnapshotParams,
+  ShellSpec,
+  WriteStatus,
+} from "./process.ts";
+export type {
+  FsCanonicalizeParams,
+  FsCanonicalizeResult,
+  FsCloseParams,
+  FsCopyParams,
+  FsCreateDirectoryParams,
+  FsDirectoryEntry,
+  FsGetMetadataParams,
+  FsMetadata,
+  FsMissingChangedNotification,
+  FsOpenMode,
+  FsOpenParams,
+  FsOpenResult,
+  FsReadBlockParams,
+  FsReadBlockResult,
+  FsReadDirectoryParams,
+  FsReadDirectoryResult,
+  FsReadFileParams,
+  FsReadFileResult,
+  FsRemoveParams,
+  FsWalkEntry,
+  FsWalkError,
+  FsWalkOptions,
+  FsWalkParams,
+  FsWalkResult,
+  FsWatchMissingParams,
+  FsWatchMissingResult,
+  FsWriteBlockParams,
+  FsWriteFileParams,
+} from "./fs.ts";
+export type {
+  HttpBodyDeltaNotification,
+  HttpBodyFlowParams,
+  HttpBodyFlowResult,
+  HttpHeader,
+  HttpHeaderParam,
+  HttpRequestParams,
+  HttpResponseResult,
+} from "./http.ts";
+export type {
+  CredentialAuthScheme,
+  CredentialProviderConfig,
+  NetworkDomainPermission,
+  NetworkPolicyDecisionNotification,
+  NetworkPolicyQuestion,
+  NetworkPolicyRequestParams,
+  NetworkPolicyRequestResult,
+  NetworkProxyAuditMetadata,
+  NetworkProxyLaunch,
+  RemoteNetworkProxyConfig,
+} from "./network.ts";
+export type {
+  FileSystemSandboxContext,
+  SandboxAccess,
+  SandboxAvailability,
+  SandboxEntry,
+  SandboxFileSystem,
+  SandboxNetwork,
+  SandboxPath,
+  SandboxPermissions,
+  SandboxPolicyContext,
+  SandboxSpecialKind,
+  SandboxSpecialPath,
+  WindowsSandboxLevel,
+} from "./sandbox.ts";

@@ -10,7 +10,7 @@ import { withProtocolErrors } from "./domain_errors.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { type RequestContext, RpcPeer } from "../jsonrpc/peer.ts";
 import { decodeParams } from "../protocol/decode.ts";
-import { initializeParams } from "../protocol/lifecycle.ts";
+import { REQUESTS } from "../protocol/spec.ts";
 import { invalidRequest, methodNotFound } from "../protocol/errors.ts";
 import {
   ClientNotification,
@@ -132,7 +132,7 @@ export class ServerConnection {
     if (this.#state !== "awaiting-initialize") {
       throw invalidRequest("initialize may only be sent once per connection");
     }
-    const p = decodeParams(initializeParams, params);
+    const p = decodeParams(REQUESTS[Method.Initialize].decode, params);
     const sessions = this.#server.sessions;
     const session = p.resumeSessionId != null
       ? sessions.resume(p.resumeSessionId, this.#attachment())

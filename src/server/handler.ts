@@ -1,13 +1,20 @@
 /**
- * The shape of a method implementation: a decoder for its params and a
- * function from decoded params (plus context) to a result. Handlers know
- * nothing of transports.
+ * The shape of a method implementation: a function from decoded params
+ * (plus context) to a result, both typed from the protocol's table, whose
+ * decoder it is registered with. Handlers know nothing of transports.
  *
  * @module
  */
 
 import type { RequestContext } from "../jsonrpc/peer.ts";
+import type { RawJson } from "../jsonrpc/message.ts";
 import type { Decoder } from "../protocol/decode.ts";
+import {
+  type DecodedParams,
+  type MethodName,
+  type MethodResult,
+  REQUESTS,
+} from "../protocol/spec.ts";
 import type { ResourceScope } from "./resource_scope.ts";
 import type { ServerState } from "./server_state.ts";
 import type { Session } from "./session.ts";
@@ -43,12 +50,31 @@ export interface MethodSpec {
   readonly handle: (params: unknown, ctx: HandlerContext) => unknown;
 }
 
-/** Declares a method with typed params. */
-export function defineMethod<P>(
-  decode: Decoder<P>,
-  handle: (params: P, ctx: HandlerContext) => unknown,
-): MethodSpec {
-  return { decode, handle: handle as (params: unknown, ctx: HandlerContext) => unknown };
+/**
+ * The implementation of method `M`: its decoded params in, its result out
+ * — both typed from the protocol's table (`protocol/spec.ts`).
+ */
+export type Handler<M extends MethodName> = (
+  params: DecodedParams<M>,
+  ctx: HandlerContext,
+) => Answer<M> | Promise<Answer<M>>;
+
+/** A result, or — for large payloads — the same result serialised ahead ({@linkcode RawJson}). */
+export type Answer<M extends MethodName> = MethodResult<M> | RawJson;
+
+/** Handlers by method name (a handler module's share of the table). */
+export type Handlers = { readonly [M in MethodName]?: Handler<M> };
+
+/** The methods `handlers` implement, each with its decoder from the protocol's table. */
+export function defineMethods(handlers: Handlers): MethodTable {
+  const table: Record<string, MethodSpec> = {};
+  for (const [name, handle] of Object.entries(handlers)) {
+    table[name] = {
+      decode: REQUESTS[name as MethodName].decode,
+      handle: handle as (params: unknown, ctx: HandlerContext) => unknown,
+    };
+  }
+  return table;
 }
 
 /** A group of methods by name, as a handler module declares them. */

@@ -24,7 +24,7 @@ import { lexists as exists } from "../../src/fs/metadata.ts";
 import { SandboxFsGateway } from "../../src/sandbox/fs_gateway.ts";
 import { plannerFor } from "../../src/server/handlers/sandbox_plan.ts";
 import { decodeParams } from "../../src/protocol/decode.ts";
-import { fsWriteFileParams } from "../../src/protocol/fs.ts";
+import { REQUESTS } from "../../src/protocol/spec.ts";
 
 const available = sandboxSupport().available;
 if (!available) {
@@ -735,7 +735,7 @@ Deno.test({
   fn: async () => {
     await using fx = await sandboxFixture();
     await Deno.mkdir(`${fx.ws}/.codex`);
-    const { sandbox } = decodeParams(fsWriteFileParams, {
+    const { sandbox } = decodeParams(REQUESTS["fs/writeFile"].decode, {
       path: `file://${fx.ws}`,
       dataBase64: "",
       sandbox: sandboxContext(fx.ws, WORKSPACE_WRITE),

@@ -10,10 +10,6 @@
 import { discoverRoot, type TreeReader } from "../../discovery/roots.ts";
 import { walk } from "../../fs/walk.ts";
 import { decodeBase64 } from "../../protocol/decode.ts";
-import {
-  capabilitiesDiscoverParams,
-  capabilityRootsDiscoverParams,
-} from "../../protocol/lifecycle.ts";
 import { discoverCapabilities } from "../../discovery/discover_v2.ts";
 import { defaultConfigLocations } from "../../codex_config/layers.ts";
 import { Method } from "../../protocol/methods.ts";
@@ -28,7 +24,7 @@ import type {
 import type { SandboxFsGateway } from "../../sandbox/fs_gateway.ts";
 import type { SandboxPlan } from "../../sandbox/policy.ts";
 import { osErrorText } from "../../util/os_error.ts";
-import { defineMethod, type MethodTable } from "../handler.ts";
+import { defineMethods, type MethodTable } from "../handler.ts";
 import { plannerFor } from "./sandbox_plan.ts";
 
 /** Reads this machine's filesystem directly. */
@@ -95,25 +91,19 @@ function readerFor(
 }
 
 /** Capability discovery methods. */
-export const discoveryMethods: MethodTable = {
-  [Method.CapabilityRootsDiscoverV1]: defineMethod(
-    capabilityRootsDiscoverParams,
-    async (p, ctx): Promise<CapabilityRootsDiscoverResult> => {
-      const roots = [];
-      for (const root of p.roots) {
-        roots.push(
-          await discoverRoot(root.id, root.path, readerFor(ctx.server.sandboxFs, root.sandbox)),
-        );
-      }
-      return { roots };
-    },
-  ),
-  [Method.CapabilitiesDiscoverV2]: defineMethod(
-    capabilitiesDiscoverParams,
-    (p, ctx): Promise<CapabilitiesDiscoverResult> =>
-      discoverCapabilities(
-        defaultConfigLocations().codexHome,
-        readerFor(ctx.server.sandboxFs, p.sandbox),
-      ),
-  ),
-};
+export const discoveryMethods: MethodTable = defineMethods({
+  [Method.CapabilityRootsDiscoverV1]: async (p, ctx): Promise<CapabilityRootsDiscoverResult> => {
+    const roots = [];
+    for (const root of p.roots) {
+      roots.push(
+        await discoverRoot(root.id, root.path, readerFor(ctx.server.sandboxFs, root.sandbox)),
+      );
+    }
+    return { roots };
+  },
+  [Method.CapabilitiesDiscoverV2]: (p, ctx): Promise<CapabilitiesDiscoverResult> =>
+    discoverCapabilities(
+      defaultConfigLocations().codexHome,
+      readerFor(ctx.server.sandboxFs, p.sandbox),
+    ),
+});

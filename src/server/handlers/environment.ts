@@ -4,7 +4,6 @@
  * @module
  */
 
-import { environmentConfigReadParams, noParams } from "../../protocol/lifecycle.ts";
 import { readEnvironmentConfig } from "../../codex_config/layers.ts";
 import { Method } from "../../protocol/methods.ts";
 import type {
@@ -12,20 +11,12 @@ import type {
   EnvironmentInfo,
   EnvironmentStatusResult,
 } from "../../protocol/types.ts";
-import { defineMethod, type MethodTable } from "../handler.ts";
+import { defineMethods, type MethodTable } from "../handler.ts";
 
 /** Environment methods. */
-export const environmentMethods: MethodTable = {
-  [Method.EnvironmentInfo]: defineMethod(
-    noParams,
-    (_params, ctx): EnvironmentInfo => ctx.server.environmentInfo,
-  ),
-  [Method.EnvironmentStatus]: defineMethod(
-    noParams,
-    (): EnvironmentStatusResult => ({ status: "ready" }),
-  ),
-  [Method.EnvironmentConfigRead]: defineMethod(
-    environmentConfigReadParams,
-    (params): Promise<EnvironmentConfigReadResult> => readEnvironmentConfig(params),
-  ),
-};
+export const environmentMethods: MethodTable = defineMethods({
+  [Method.EnvironmentInfo]: (_params, ctx): EnvironmentInfo => ctx.server.environmentInfo,
+  [Method.EnvironmentStatus]: (): EnvironmentStatusResult => ({ status: "ready" }),
+  [Method.EnvironmentConfigRead]: (params): Promise<EnvironmentConfigReadResult> =>
+    readEnvironmentConfig(params),
+});

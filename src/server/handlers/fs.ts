@@ -13,24 +13,9 @@ import { copyPath, createDirectory, removePath } from "../../fs/tree.ts";
 import { walk } from "../../fs/walk.ts";
 import { MissingPathWatch } from "../../fs/watch_missing.ts";
 import { decodeStrictBase64 } from "../../protocol/decode.ts";
-import {
-  fsCanonicalizeParams,
-  fsCloseParams,
-  fsCopyParams,
-  fsCreateDirectoryParams,
-  fsGetMetadataParams,
-  fsOpenParams,
-  fsReadBlockParams,
-  fsReadDirectoryParams,
-  fsReadFileParams,
-  fsRemoveParams,
-  fsWalkParams,
-  fsWatchMissingParams,
-  fsWriteBlockParams,
-  fsWriteFileParams,
-} from "../../protocol/fs.ts";
 import { ErrorCode, internalError, invalidRequest } from "../../protocol/errors.ts";
 import { Method, ServerNotification } from "../../protocol/methods.ts";
+import type { MethodName, MethodResult } from "../../protocol/spec.ts";
 import { pathToUri } from "../../protocol/path_uri.ts";
 import type {
   FileSystemSandboxContext,
@@ -43,7 +28,7 @@ import type {
   FsWalkResult,
   FsWatchMissingResult,
 } from "../../protocol/types.ts";
-import { defineMethod, type HandlerContext, type MethodTable } from "../handler.ts";
+import { defineMethods, type HandlerContext, type MethodTable } from "../handler.ts";
 import type { SandboxFsGateway } from "../../sandbox/fs_gateway.ts";
 import type { SandboxPlan } from "../../sandbox/policy.ts";
 import { planFor, plannerFor } from "./sandbox_plan.ts";
@@ -64,15 +49,15 @@ const WATCH = new ResourceKey("fs.watchMissing", (connection) =>
  * Runs `method` inside `sandbox` when it needs one (see
  * {@linkcode planFor}); undefined when it runs here.
  */
-function inSandbox<T>(
+function inSandbox<M extends MethodName>(
   ctx: HandlerContext,
   sandbox: FileSystemSandboxContext | null | undefined,
   access: "read" | "write",
-  method: string,
+  method: M,
   params: () => Record<string, unknown>,
-): Promise<T> | undefined {
+): Promise<MethodResult<M>> | undefined {
   const plan = plannerFor(sandbox, access);
-  return plan ? ctx.server.sandboxFs.call<T>(plan, method, params()) : undefined;
+  return plan ? ctx.server.sandboxFs.call<MethodResult<M>>(plan, method, params()) : undefined;
 }
 
 let remoteHandles = 0;
@@ -145,10 +130,10 @@ function duplicateHandle(id: string): RpcError {
 }
 
 /** Every filesystem method. */
-export const fsMethods: MethodTable = {
+export const fsMethods: MethodTable = defineMethods({
   // Answers an FsReadFileResult, pre-serialised (base64 needs no escaping
   // and can be hundreds of MiB).
-  [Method.FsReadFile]: defineMethod(fsReadFileParams, async (p, ctx): Promise<unknown> => {
+  [Method.FsReadFile]: async (p, ctx) => {
     const confined = inSandbox(ctx, p.sandbox, "read", Method.FsReadFile, () => ({
       path: pathToUri(p.path),
       followSymlinks: p.followSymlinks,
@@ -159,9 +144,9 @@ export const fsMethods: MethodTable = {
       maxPayloadBytes: ctx.connection.resources.connection.maxMessageBytes - ENVELOPE_BYTES,
     });
     return new RawJson('{"dataBase64":"', new Base64Part(bytes), '"}');
-  }),
+  },
 
-  [Method.FsWriteFile]: defineMethod(fsWriteFileParams, async (p, ctx) => {
+  [Method.FsWriteFile]: async (p, ctx) => {
     const data = decodeStrictBase64(p.dataBase64);
     if (!(data instanceof Uint8Array)) {
       throw new RpcError(
@@ -177,9 +162,9 @@ export const fsMethods: MethodTable = {
     if (confined) return await confined;
     await writeFileChecked(p.path, data, p.followSymlinks);
     return {};
-  }),
+  },
 
-  [Method.FsCreateDirectory]: defineMethod(fsCreateDirectoryParams, async (p, ctx) => {
+  [Method.FsCreateDirectory]: async (p, ctx) => {
     const confined = inSandbox(ctx, p.sandbox, "write", Method.FsCreateDirectory, () => ({
       path: pathToUri(p.path),
       recursive: p.recursive,
@@ -188,50 +173,44 @@ export const fsMethods: MethodTable = {
     if (confined) return await confined;
     await createDirectory(p.path, p.recursive, p.followSymlinks);
     return {};
-  }),
+  },
 
-  [Method.FsGetMetadata]: defineMethod(fsGetMetadataParams, (p, ctx): Promise<FsMetadata> => {
-    return inSandbox<FsMetadata>(ctx, p.sandbox, "read", Method.FsGetMetadata, () => ({
+  [Method.FsGetMetadata]: (p, ctx): Promise<FsMetadata> => {
+    return inSandbox(ctx, p.sandbox, "read", Method.FsGetMetadata, () => ({
       path: pathToUri(p.path),
       followSymlinks: p.followSymlinks,
     })) ?? getMetadata(p.path, p.followSymlinks);
-  }),
+  },
 
-  [Method.FsCanonicalize]: defineMethod(
-    fsCanonicalizeParams,
-    async (p, ctx): Promise<FsCanonicalizeResult> => {
-      const confined = inSandbox<FsCanonicalizeResult>(
-        ctx,
-        p.sandbox,
-        "read",
-        Method.FsCanonicalize,
-        () => ({
-          path: pathToUri(p.path),
-        }),
-      );
-      if (confined) return await confined;
-      return { path: pathToUri(await canonicalize(p.path)) };
-    },
-  ),
+  [Method.FsCanonicalize]: async (p, ctx): Promise<FsCanonicalizeResult> => {
+    const confined = inSandbox(
+      ctx,
+      p.sandbox,
+      "read",
+      Method.FsCanonicalize,
+      () => ({
+        path: pathToUri(p.path),
+      }),
+    );
+    if (confined) return await confined;
+    return { path: pathToUri(await canonicalize(p.path)) };
+  },
 
-  [Method.FsReadDirectory]: defineMethod(
-    fsReadDirectoryParams,
-    async (p, ctx): Promise<FsReadDirectoryResult> => {
-      const confined = inSandbox<FsReadDirectoryResult>(
-        ctx,
-        p.sandbox,
-        "read",
-        Method.FsReadDirectory,
-        () => ({
-          path: pathToUri(p.path),
-        }),
-      );
-      if (confined) return await confined;
-      return { entries: await readDirectory(p.path) };
-    },
-  ),
+  [Method.FsReadDirectory]: async (p, ctx): Promise<FsReadDirectoryResult> => {
+    const confined = inSandbox(
+      ctx,
+      p.sandbox,
+      "read",
+      Method.FsReadDirectory,
+      () => ({
+        path: pathToUri(p.path),
+      }),
+    );
+    if (confined) return await confined;
+    return { entries: await readDirectory(p.path) };
+  },
 
-  [Method.FsRemove]: defineMethod(fsRemoveParams, async (p, ctx) => {
+  [Method.FsRemove]: async (p, ctx) => {
     const confined = inSandbox(ctx, p.sandbox, "write", Method.FsRemove, () => ({
       path: pathToUri(p.path),
       recursive: p.recursive,
@@ -241,9 +220,9 @@ export const fsMethods: MethodTable = {
     if (confined) return await confined;
     await removePath(p.path, p);
     return {};
-  }),
+  },
 
-  [Method.FsCopy]: defineMethod(fsCopyParams, async (p, ctx) => {
+  [Method.FsCopy]: async (p, ctx) => {
     const confined = inSandbox(ctx, p.sandbox, "write", Method.FsCopy, () => ({
       sourcePath: pathToUri(p.sourcePath),
       destinationPath: pathToUri(p.destinationPath),
@@ -252,9 +231,9 @@ export const fsMethods: MethodTable = {
     if (confined) return await confined;
     await copyPath(p.sourcePath, p.destinationPath, p.recursive);
     return {};
-  }),
+  },
 
-  [Method.FsOpen]: defineMethod(fsOpenParams, async (p, ctx): Promise<FsOpenResult> => {
+  [Method.FsOpen]: async (p, ctx): Promise<FsOpenResult> => {
     const local = ctx.connection.resources.use(HANDLES);
     const confined = ctx.connection.resources.use(SANDBOX_HANDLES);
     if (local.has(p.handleId) || confined.has(p.handleId)) throw duplicateHandle(p.handleId);
@@ -268,25 +247,22 @@ export const fsMethods: MethodTable = {
       await local.open(p.handleId, p.path, p.mode);
     }
     return { handleId: p.handleId };
-  }),
+  },
 
-  [Method.FsReadBlock]: defineMethod(
-    fsReadBlockParams,
-    async (p, ctx): Promise<FsReadBlockResult> => {
-      const confined = ctx.connection.resources.use(SANDBOX_HANDLES).get(p.handleId);
-      if (confined) {
-        return await confined.call(Method.FsReadBlock, { ...p, handleId: confined.remoteId });
-      }
-      const { bytes, eof } = await ctx.connection.resources.use(HANDLES).readBlock(
-        p.handleId,
-        p.offset,
-        p.len,
-      );
-      return { chunk: bytes.toBase64(), eof };
-    },
-  ),
+  [Method.FsReadBlock]: async (p, ctx): Promise<FsReadBlockResult> => {
+    const confined = ctx.connection.resources.use(SANDBOX_HANDLES).get(p.handleId);
+    if (confined) {
+      return await confined.call(Method.FsReadBlock, { ...p, handleId: confined.remoteId });
+    }
+    const { bytes, eof } = await ctx.connection.resources.use(HANDLES).readBlock(
+      p.handleId,
+      p.offset,
+      p.len,
+    );
+    return { chunk: bytes.toBase64(), eof };
+  },
 
-  [Method.FsWriteBlock]: defineMethod(fsWriteBlockParams, async (p, ctx) => {
+  [Method.FsWriteBlock]: async (p, ctx) => {
     const confined = ctx.connection.resources.use(SANDBOX_HANDLES).get(p.handleId);
     if (confined) {
       return await confined.call(Method.FsWriteBlock, {
@@ -297,9 +273,9 @@ export const fsMethods: MethodTable = {
     }
     await ctx.connection.resources.use(HANDLES).writeBlock(p.handleId, p.offset, p.chunk);
     return {};
-  }),
+  },
 
-  [Method.FsClose]: defineMethod(fsCloseParams, async (p, ctx) => {
+  [Method.FsClose]: async (p, ctx) => {
     const confined = ctx.connection.resources.use(SANDBOX_HANDLES);
     if (confined.has(p.handleId)) {
       await confined.close(p.handleId);
@@ -307,10 +283,10 @@ export const fsMethods: MethodTable = {
     }
     await ctx.connection.resources.use(HANDLES).close(p.handleId);
     return {};
-  }),
+  },
 
-  [Method.FsWalk]: defineMethod(fsWalkParams, async (p, ctx): Promise<FsWalkResult> => {
-    const confined = inSandbox<FsWalkResult>(ctx, p.sandbox, "read", Method.FsWalk, () => ({
+  [Method.FsWalk]: async (p, ctx): Promise<FsWalkResult> => {
+    const confined = inSandbox(ctx, p.sandbox, "read", Method.FsWalk, () => ({
       path: pathToUri(p.path),
       options: p.options,
     }));
@@ -321,17 +297,14 @@ export const fsMethods: MethodTable = {
       errors: result.errors.map((e) => ({ path: pathToUri(e.path), message: e.message })),
       truncated: result.truncated,
     };
-  }),
+  },
 
-  [Method.FsWatchMissing]: defineMethod(
-    fsWatchMissingParams,
-    async (p, ctx): Promise<FsWatchMissingResult> => {
-      if (planFor(p.sandbox, "read")) {
-        throw internalError(
-          "fs/watchMissing does not run inside a sandbox here: send it with sandbox null",
-        );
-      }
-      return { watching: await ctx.connection.resources.use(WATCH).watch(p.watchId, p.missing) };
-    },
-  ),
-};
+  [Method.FsWatchMissing]: async (p, ctx): Promise<FsWatchMissingResult> => {
+    if (planFor(p.sandbox, "read")) {
+      throw internalError(
+        "fs/watchMissing does not run inside a sandbox here: send it with sandbox null",
+      );
+    }
+    return { watching: await ctx.connection.resources.use(WATCH).watch(p.watchId, p.missing) };
+  },
+});

@@ -8,11 +8,10 @@
 
 import { RpcError } from "../../jsonrpc/errors.ts";
 import { bodyErrorMessage, type HttpExchange, readBody, startExchange } from "./http_request.ts";
-import { httpBodyFlowParams, httpRequestParams } from "../../protocol/http.ts";
 import { ErrorCode } from "../../protocol/errors.ts";
 import { Method, ServerNotification } from "../../protocol/methods.ts";
 import type { HttpBodyDeltaNotification, HttpResponseResult } from "../../protocol/types.ts";
-import { defineMethod, type MethodTable } from "../handler.ts";
+import { defineMethods, type MethodTable } from "../handler.ts";
 import { type ConnectionContext, ResourceKey } from "../resource_scope.ts";
 
 /** One streamed body: its abort switch and whether the client holds it. */
@@ -142,59 +141,56 @@ async function streamBody(
 }
 
 /** The HTTP method. */
-export const httpMethods: MethodTable = {
-  [Method.HttpRequest]: defineMethod(
-    httpRequestParams,
-    async (p, ctx): Promise<HttpResponseResult> => {
-      const spec = {
-        method: p.method,
-        url: p.url,
-        headers: p.headers,
-        redirectPolicy: p.redirectPolicy,
-        ...(p.bodyBase64 ? { body: p.bodyBase64 } : {}),
-        ...(p.timeoutMs !== undefined ? { timeoutMs: p.timeoutMs } : {}),
-      };
-      const env = (name: string) => Deno.env.get(name);
-      if (!p.streamResponse) {
-        // Waiting on the network does not hold a request slot.
-        const exchange = await ctx.rpc.idle(startExchange(spec, env, ctx.rpc.signal));
-        try {
-          const body = await ctx.rpc.idle(
-            readBody(exchange.response.body, ctx.server.options.httpBodyLimitBytes),
-          );
-          return headResult(exchange, body);
-        } finally {
-          exchange.done();
-        }
-      }
-      const streams = ctx.connection.resources.use(STREAMS);
-      const stream = streams.claim(p.requestId);
-      const release = () => streams.release(p.requestId, stream);
-      let exchange: HttpExchange;
+export const httpMethods: MethodTable = defineMethods({
+  [Method.HttpRequest]: async (p, ctx): Promise<HttpResponseResult> => {
+    const spec = {
+      method: p.method,
+      url: p.url,
+      headers: p.headers,
+      redirectPolicy: p.redirectPolicy,
+      ...(p.bodyBase64 ? { body: p.bodyBase64 } : {}),
+      ...(p.timeoutMs !== undefined ? { timeoutMs: p.timeoutMs } : {}),
+    };
+    const env = (name: string) => Deno.env.get(name);
+    if (!p.streamResponse) {
+      // Waiting on the network does not hold a request slot.
+      const exchange = await ctx.rpc.idle(startExchange(spec, env, ctx.rpc.signal));
       try {
-        exchange = await ctx.rpc.idle(
-          startExchange(spec, env, AbortSignal.any([ctx.rpc.signal, stream.controller.signal])),
+        const body = await ctx.rpc.idle(
+          readBody(exchange.response.body, ctx.server.options.httpBodyLimitBytes),
         );
-      } catch (error) {
-        release();
-        throw error;
+        return headResult(exchange, body);
+      } finally {
+        exchange.done();
       }
-      ctx.rpc.afterResponse(() => {
-        streamBody(exchange, p.requestId, ctx.connection.resources.connection, stream, release);
-      });
-      return headResult(exchange, null);
-    },
-  ),
+    }
+    const streams = ctx.connection.resources.use(STREAMS);
+    const stream = streams.claim(p.requestId);
+    const release = () => streams.release(p.requestId, stream);
+    let exchange: HttpExchange;
+    try {
+      exchange = await ctx.rpc.idle(
+        startExchange(spec, env, AbortSignal.any([ctx.rpc.signal, stream.controller.signal])),
+      );
+    } catch (error) {
+      release();
+      throw error;
+    }
+    ctx.rpc.afterResponse(() => {
+      streamBody(exchange, p.requestId, ctx.connection.resources.connection, stream, release);
+    });
+    return headResult(exchange, null);
+  },
 
-  [Method.HttpPauseBody]: defineMethod(httpBodyFlowParams, (p, ctx) => ({
+  [Method.HttpPauseBody]: (p, ctx) => ({
     active: ctx.connection.resources.use(STREAMS).pause(p.requestId),
-  })),
+  }),
 
-  [Method.HttpResumeBody]: defineMethod(httpBodyFlowParams, (p, ctx) => ({
+  [Method.HttpResumeBody]: (p, ctx) => ({
     active: ctx.connection.resources.use(STREAMS).resume(p.requestId),
-  })),
+  }),
 
-  [Method.HttpCancelBody]: defineMethod(httpBodyFlowParams, (p, ctx) => ({
+  [Method.HttpCancelBody]: (p, ctx) => ({
     active: ctx.connection.resources.use(STREAMS).cancel(p.requestId),
-  })),
-};
+  }),
+});

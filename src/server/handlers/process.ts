@@ -8,16 +8,6 @@
 
 import type { RpcError } from "../../jsonrpc/errors.ts";
 import { StdinWriteError } from "../../process/managed_process.ts";
-import {
-  processCloseStdinParams,
-  processFlowParams,
-  processReadParams,
-  processResizeParams,
-  processSignalParams,
-  processStartParams,
-  processTerminateParams,
-  processWriteParams,
-} from "../../protocol/process.ts";
 import { internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
 import { Method } from "../../protocol/methods.ts";
 import type {
@@ -25,7 +15,7 @@ import type {
   ProcessTerminateResult,
   ProcessWriteResult,
 } from "../../protocol/types.ts";
-import { defineMethod, type HandlerContext, type MethodTable } from "../handler.ts";
+import { defineMethods, type HandlerContext, type MethodTable } from "../handler.ts";
 import type { Session } from "../session.ts";
 import { type ChildStarter, defaultStarter, startProcess } from "./process_start.ts";
 
@@ -89,46 +79,37 @@ async function read(
 
 /** Builds the process methods around a child starter. */
 export function processMethods(starter: ChildStarter = defaultStarter): MethodTable {
-  return {
-    [Method.ProcessStart]: defineMethod(
-      processStartParams,
-      (p, ctx) => startProcess(p, ctx, starter),
-    ),
+  return defineMethods({
+    [Method.ProcessStart]: (p, ctx) => startProcess(p, ctx, starter),
 
-    [Method.ProcessRead]: defineMethod(processReadParams, async (p, ctx) => {
+    [Method.ProcessRead]: async (p, ctx) => {
       const result = await read(ctx, p.processId, p.afterSeq ?? 0, p.maxBytes, p.waitMs);
       // Reading from a cursor is how a resumed client catches up: history
       // held since a disconnect can go once this answer is on its way.
       ctx.session.process(p.processId)?.log.releaseHistory();
       return result;
-    }),
+    },
 
-    [Method.ProcessWrite]: defineMethod(
-      processWriteParams,
-      async (p, ctx): Promise<ProcessWriteResult> => {
-        const process = ctx.session.process(p.processId);
-        if (!process) return { status: "unknownProcess" };
-        try {
-          // The write is queued synchronously (arrival order); waiting for the
-          // pipe to take it does not hold a request slot.
-          return { status: await ctx.rpc.idle(process.write(p.chunk, p.writeId)) };
-        } catch (error) {
-          if (error instanceof StdinWriteError) throw internalError(error.message, error);
-          throw error;
-        }
-      },
-    ),
+    [Method.ProcessWrite]: async (p, ctx): Promise<ProcessWriteResult> => {
+      const process = ctx.session.process(p.processId);
+      if (!process) return { status: "unknownProcess" };
+      try {
+        // The write is queued synchronously (arrival order); waiting for the
+        // pipe to take it does not hold a request slot.
+        return { status: await ctx.rpc.idle(process.write(p.chunk, p.writeId)) };
+      } catch (error) {
+        if (error instanceof StdinWriteError) throw internalError(error.message, error);
+        throw error;
+      }
+    },
 
-    [Method.ProcessCloseStdin]: defineMethod(
-      processCloseStdinParams,
-      async (p, ctx): Promise<ProcessWriteResult> => {
-        const process = ctx.session.process(p.processId);
-        if (!process) return { status: "unknownProcess" };
-        return { status: await ctx.rpc.idle(process.closeStdin()) };
-      },
-    ),
+    [Method.ProcessCloseStdin]: async (p, ctx): Promise<ProcessWriteResult> => {
+      const process = ctx.session.process(p.processId);
+      if (!process) return { status: "unknownProcess" };
+      return { status: await ctx.rpc.idle(process.closeStdin()) };
+    },
 
-    [Method.ProcessSignal]: defineMethod(processSignalParams, (p, ctx) => {
+    [Method.ProcessSignal]: (p, ctx) => {
       const process = ctx.session.process(p.processId);
       if (!process) return {};
       try {
@@ -137,19 +118,19 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         throw internalError(`failed to signal process: ${(error as Error).message}`, error);
       }
       return {};
-    }),
+    },
 
-    [Method.ProcessPauseOutput]: defineMethod(processFlowParams, (p, ctx) => {
+    [Method.ProcessPauseOutput]: (p, ctx) => {
       ctx.session.process(p.processId)?.pauseOutput();
       return {};
-    }),
+    },
 
-    [Method.ProcessResumeOutput]: defineMethod(processFlowParams, (p, ctx) => {
+    [Method.ProcessResumeOutput]: (p, ctx) => {
       ctx.session.process(p.processId)?.resumeOutput();
       return {};
-    }),
+    },
 
-    [Method.ProcessResize]: defineMethod(processResizeParams, (p, ctx) => {
+    [Method.ProcessResize]: (p, ctx) => {
       const process = ctx.session.process(p.processId);
       if (!process) throw unknownProcess(p.processId);
       if (p.rows === 0 || p.cols === 0) throw invalidParams("rows and cols must be at least 1");
@@ -159,15 +140,12 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
         throw invalidRequest((error as Error).message);
       }
       return {};
-    }),
+    },
 
-    [Method.ProcessTerminate]: defineMethod(
-      processTerminateParams,
-      (p, ctx): ProcessTerminateResult => {
-        const process = ctx.session.process(p.processId);
-        if (!process) return { running: false };
-        return { running: process.terminate(p.graceMs ?? 0) };
-      },
-    ),
-  };
+    [Method.ProcessTerminate]: (p, ctx): ProcessTerminateResult => {
+      const process = ctx.session.process(p.processId);
+      if (!process) return { running: false };
+      return { running: process.terminate(p.graceMs ?? 0) };
+    },
+  });
 }
