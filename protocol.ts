@@ -33,6 +33,7 @@ export type {
   MethodParams,
   MethodResult,
   NotificationMap,
+  NotificationName,
   NotificationParams,
   RequestFn,
 } from "./src/protocol/spec.ts";

@@ -94,8 +94,11 @@ interface DecodedMap extends LifecycleDecoded, ProcessDecoded, FsDecoded, HttpDe
 /** The params of method `M` as its decoder gives them to a handler. */
 export type DecodedParams<M extends MethodName> = M extends keyof DecodedMap ? DecodedMap[M]
   : MethodParams<M>;
+/** Any server → client notification name. */
+export type NotificationName = keyof NotificationMap;
+
 /** The payload of notification `N`. */
-export type NotificationParams<N extends keyof NotificationMap> = NotificationMap[N];
+export type NotificationParams<N extends NotificationName> = NotificationMap[N];
 
 /** Sends one typed request (what the client's parts share). */
 export type RequestFn = <M extends MethodName>(

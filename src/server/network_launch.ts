@@ -11,6 +11,7 @@
  * @module
  */
 
+import type { NotificationName, NotificationParams } from "../protocol/spec.ts";
 import type { Logger } from "../log/logger.ts";
 import { defaultNetworkProxyConfig, type NetworkProxyConfig } from "../proxy/config.ts";
 import {
@@ -41,7 +42,7 @@ export interface PolicyChannel {
   /** A server → client request. */
   request(method: string, params: unknown, timeoutMs: number): Promise<unknown>;
   /** A best-effort notification. */
-  notify(method: string, params: unknown): void;
+  notify<N extends NotificationName>(method: N, params: NotificationParams<N>): void;
 }
 
 /** The proxy configuration a launch describes (ephemeral loopback listeners). */

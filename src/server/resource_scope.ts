@@ -6,6 +6,9 @@
  * @module
  */
 
+import type { RawJson } from "../jsonrpc/message.ts";
+import type { NotificationName, NotificationParams } from "../protocol/spec.ts";
+
 /** Something that holds resources until disposed. */
 export interface Disposable {
   /** Releases everything; called once when the connection ends. */
@@ -14,8 +17,14 @@ export interface Disposable {
 
 /** What per-connection state may use of its connection. */
 export interface ConnectionContext {
-  /** Sends a notification; resolves false when the connection is gone. */
-  notify(method: string, params: unknown): Promise<boolean>;
+  /**
+   * Sends a notification (its payload typed from the protocol's table, or
+   * serialised ahead); resolves false when the connection is gone.
+   */
+  notify<N extends NotificationName>(
+    method: N,
+    params: NotificationParams<N> | RawJson,
+  ): Promise<boolean>;
   /** Null when there is room for more output; else resolves when there is. */
   ready(): Promise<void> | null;
   /** Largest message the client accepts (declared, or the transport's). */

@@ -17,11 +17,15 @@ import type { ProcessEvent } from "../process/output_log.ts";
 import { ServerNotification } from "../protocol/methods.ts";
 import type { ProcessClosedNotification, ProcessExitedNotification } from "../protocol/types.ts";
 import { Base64Part, RawJson } from "../jsonrpc/message.ts";
+import type { NotificationName, NotificationParams } from "../protocol/spec.ts";
 
 /** Where a session sends notifications while attached. */
 export interface SessionAttachment {
   /** Sends a notification; resolves true once a live connection queued it. */
-  notify(method: string, params: unknown): Promise<boolean>;
+  notify<N extends NotificationName>(
+    method: N,
+    params: NotificationParams<N> | RawJson,
+  ): Promise<boolean>;
   /** Null when there is room; otherwise resolves when there is. */
   ready(): Promise<void> | null;
   /** Asks the client; rejects on an error answer, a lost connection or after `timeoutMs`. */
@@ -41,11 +45,17 @@ export interface SessionTimings {
   readonly sessionTtlMs: number;
 }
 
+/** A process notification: its name and payload (output is serialised ahead). */
+export type ProcessEventNotification =
+  | { method: typeof ServerNotification.ProcessOutput; params: RawJson }
+  | { method: typeof ServerNotification.ProcessExited; params: ProcessExitedNotification }
+  | { method: typeof ServerNotification.ProcessClosed; params: ProcessClosedNotification };
+
 /** Maps a process event to its notification. */
 export function eventNotification(
   processId: string,
   event: ProcessEvent,
-): { method: string; params: unknown } {
+): ProcessEventNotification {
   switch (event.kind) {
     case "output": {
       // Built as text: base64 never needs escaping, and JSON.stringify would
@@ -155,8 +165,8 @@ export class Session implements ProcessSink {
     if (attachment === null || this.#processes.get(process.id) !== process) {
       return Promise.resolve(false);
     }
-    const { method, params } = eventNotification(process.id, event);
-    return attachment.notify(method, params);
+    const notification = eventNotification(process.id, event);
+    return attachment.notify(notification.method, notification.params);
   }
 
   /**
@@ -170,7 +180,7 @@ export class Session implements ProcessSink {
   }
 
   /** Notifies the attached client, if any (best effort: nothing is kept for a later one). */
-  notify(method: string, params: unknown): void {
+  notify<N extends NotificationName>(method: N, params: NotificationParams<N>): void {
     void this.#attachment?.notify(method, params);
   }
 
