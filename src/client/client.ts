@@ -27,73 +27,43 @@
 import type { MethodParams, MethodResult } from "../protocol/spec.ts";
 import type { MethodName } from "../protocol/methods.ts";
 import type { TraceContext } from "../jsonrpc/message.ts";
-import { ConnectionClosedError, JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
-import { type CallOptions, RpcPeer } from "../jsonrpc/peer.ts";
+import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
+import type { CallOptions } from "../jsonrpc/peer.ts";
 import { redactUrl } from "../websocket/handshake.ts";
-import {
-  ClientClosedError,
-  ConnectTimeoutError,
-  DisconnectedError,
-  InitializeTimeoutError,
-  SessionLostError,
-} from "./errors.ts";
+import { DisconnectedError } from "./errors.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
-import { ClientNotification, Method } from "../protocol/methods.ts";
+import { Method } from "../protocol/methods.ts";
 import { toPathUri } from "../protocol/path_uri.ts";
-import { isUnknownSession } from "../protocol/errors.ts";
 import type {
   Capabilities,
   EnvironmentInfo,
   EnvPolicy,
-  InitializeParams,
   NetworkPolicyDecisionNotification,
   NetworkPolicyRequestParams,
   NetworkPolicyRequestResult,
   ProcessReadResult,
   ProcessStartParams,
 } from "../protocol/types.ts";
-import { delay } from "../util/async.ts";
 import { RemoteCommand, type RemoteCommandOptions } from "./command.ts";
 import type { SpawnOptions } from "./spawn_options.ts";
 import { remoteFetch } from "./fetch.ts";
 import { ClientRouter } from "./routing.ts";
 import { rendezvousLabel, type RendezvousSource, rendezvousTransport } from "./rendezvous.ts";
+import {
+  DEFAULT_RECONNECT_ATTEMPTS,
+  type ReconnectEvent,
+  type ReconnectOptions,
+  SessionLink,
+} from "./session_link.ts";
 import { RemoteFs } from "./fs.ts";
 import { RemoteProcess, type RemoteProcessOptions } from "./process.ts";
 import {
   type ClientTransport,
   type CommandTarget,
   commandTransport,
-  type OpenedTransport,
   type StopTimings,
   webSocketTransport,
 } from "./transports.ts";
-
-/** Reconnection behaviour. */
-export interface ReconnectOptions {
-  /** First delay before retrying in the background. Default 250 ms. */
-  readonly initialDelayMs?: number;
-  /** Largest delay. Default 30 000 ms. */
-  readonly maxDelayMs?: number;
-  /**
-   * Background attempts after a disconnect (default 8, about a minute).
-   * After them the client waits: the next call tries again. It never
-   * closes for good because of an outage.
-   */
-  readonly maxAttempts?: number;
-}
-
-/** How a reconnection went on (see {@linkcode ConnectOptions.onReconnect}). */
-export interface ReconnectEvent {
-  /** `resumed`: the same session, its processes kept; `fresh`: a new session. */
-  readonly kind: "resumed" | "fresh";
-  /** The session now. */
-  readonly sessionId: string;
-  /** The session before (`fresh`: the one that was lost). */
-  readonly previousSessionId: string | null;
-  /** Why the session was not resumed (`fresh`). */
-  readonly reason?: string;
-}
 
 /** How to reach the server and behave. */
 export interface ConnectOptions {
@@ -165,6 +135,7 @@ export interface ConnectOptions {
 }
 
 export type { SpawnOptions } from "./spawn_options.ts";
+export type { ReconnectEvent, ReconnectOptions } from "./session_link.ts";
 
 const DEFAULT_POLICY: EnvPolicy = {
   inherit: "all",
@@ -173,30 +144,6 @@ const DEFAULT_POLICY: EnvPolicy = {
   set: {},
   includeOnly: [],
 };
-
-/**
- * `promise` or, after `ms`, `onTimeout()`'s error; a value arriving late is
- * handed to `dispose`.
- */
-function withTimeout<T>(
-  promise: Promise<T>,
-  ms: number,
-  onTimeout: () => Error,
-  dispose?: (late: T) => void,
-): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let timedOut = false;
-  if (dispose) promise.then((value) => timedOut && dispose(value), () => {});
-  return Promise.race([
-    promise,
-    new Promise<T>((_, reject) => {
-      timer = setTimeout(() => {
-        timedOut = true;
-        reject(onTimeout());
-      }, ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 /** What a transport is called in errors before it is open. */
 function targetLabel(options: ConnectOptions): string {
@@ -211,13 +158,9 @@ export class ExecServerClient implements AsyncDisposable {
   /** Files on the server. */
   readonly fs: RemoteFs;
 
-  #options: ConnectOptions;
   #logger: Logger;
-  #transport: OpenedTransport | null = null;
-  #peer: RpcPeer | null = null;
-  #sessionId: string | null = null;
-  #info: EnvironmentInfo | null = null;
   #router: ClientRouter;
+  #link: SessionLink;
   /** Body flow requests: best effort (a body that already ended answers `active: false`). */
   #bodyFlow = {
     pause: (requestId: string) =>
@@ -227,19 +170,7 @@ export class ExecServerClient implements AsyncDisposable {
     cancel: (requestId: string) =>
       void this.request(Method.HttpCancelBody, { requestId }).catch(() => {}),
   };
-  #closeReason: string | null = null;
-  #closing = false;
-  /** The connection attempt in flight (calls join it). */
-  #attempt: Promise<void> | null = null;
-  /** Ever connected: later failures are outages, not a failed `connect`. */
-  #everConnected = false;
-  /** Why the last connection or attempt failed (for errors during an outage). */
-  #lastFailure = "not connected";
-  #retrying = false;
   #processCounter = 0;
-  #closed = Promise.withResolvers<string>();
-  /** Aborted at close: ends background waits. */
-  #stop = new AbortController();
 
   /** Use {@linkcode connect} or {@linkcode connectLazy}. */
   constructor(options: ConnectOptions) {
@@ -264,13 +195,26 @@ export class ExecServerClient implements AsyncDisposable {
     });
     const connectTimeoutMs = options.connectTimeoutMs ??
       (options.rendezvous && !options.transport ? 30_000 : 10_000);
-    this.#options = {
-      ...options,
-      connectTimeoutMs,
-      reconnect,
-      transport: options.transport ?? this.#shorthandTransport(options, connectTimeoutMs),
-    };
-    this.#sessionId = options.resumeSessionId ?? null;
+    this.#link = new SessionLink(
+      {
+        transport: options.transport ?? this.#shorthandTransport(options, connectTimeoutMs),
+        label: targetLabel(options),
+        connectTimeoutMs,
+        initializeTimeoutMs: options.initializeTimeoutMs ?? 10_000,
+        clientName: options.clientName ?? "exec-server-client",
+        reconnect,
+        ...(options.maxMessageBytes !== undefined
+          ? { maxMessageBytes: options.maxMessageBytes }
+          : {}),
+        ...(options.trace ? { trace: options.trace } : {}),
+        ...(options.onReconnect ? { onReconnect: options.onReconnect } : {}),
+        ...(options.resumeSessionId !== undefined
+          ? { resumeSessionId: options.resumeSessionId }
+          : {}),
+      },
+      this.#router,
+      this.#logger,
+    );
     this.fs = new RemoteFs({
       request: (method, params) => this.request(method, params),
       supports: (c) => this.supports(c),
@@ -297,27 +241,28 @@ export class ExecServerClient implements AsyncDisposable {
 
   /** The session id (after the first connection). */
   get sessionId(): string | null {
-    return this.#sessionId;
+    return this.#link.sessionId;
   }
 
   /** What the server reported at `initialize`. */
   get environmentInfo(): EnvironmentInfo | null {
-    return this.#info;
+    return this.#link.info;
   }
 
   /** The server's capability flags (all false before connecting). */
   get capabilities(): Partial<Capabilities> {
-    return this.#info?.capabilities ?? {};
+    return this.#link.info?.capabilities ?? {};
   }
 
   /** True when the server advertises `capability`. */
   supports(capability: string): boolean {
-    return (this.#info?.capabilities as Record<string, boolean> | undefined)?.[capability] === true;
+    const capabilities = this.#link.info?.capabilities as Record<string, boolean> | undefined;
+    return capabilities?.[capability] === true;
   }
 
   /** Resolves with the reason once the client is closed for good. */
   get closed(): Promise<string> {
-    return this.#closed.promise;
+    return this.#link.closed;
   }
 
   /**
@@ -328,202 +273,7 @@ export class ExecServerClient implements AsyncDisposable {
    * backoff.
    */
   ensureConnected(): Promise<void> {
-    if (this.#closeReason !== null) {
-      return Promise.reject(new ClientClosedError(this.#closeReason));
-    }
-    if (this.#peer && this.#peer.closeInfo === null) return Promise.resolve();
-    const attempt = this.#attempt ??= this.#connect().finally(() => (this.#attempt = null));
-    if (!this.#everConnected) return attempt;
-    return attempt.catch((error) => {
-      if (error instanceof ClientClosedError) throw error;
-      throw new DisconnectedError(
-        `disconnected from ${targetLabel(this.#options)}: ${(error as Error).message}`,
-        { cause: error },
-      );
-    });
-  }
-
-  /** One attempt: open, handshake (resuming the session when there is one), catch up. */
-  async #connect(): Promise<void> {
-    const previous = this.#sessionId;
-    const resuming = previous !== null;
-    try {
-      try {
-        await this.#connectOnce();
-      } catch (error) {
-        // An explicit `resumeSessionId` must be found at the first connection.
-        if (!resuming || !this.#everConnected || !isUnknownSession(error) || this.#closing) {
-          throw error;
-        }
-        const lost = new SessionLostError(previous!, (error as Error).message);
-        this.#replaceSession(lost);
-        await this.#connectOnce();
-        this.#reconnected({
-          kind: "fresh",
-          sessionId: this.#sessionId!,
-          previousSessionId: previous,
-          reason: lost.message,
-        });
-        return;
-      }
-      if (this.#closing) throw new ClientClosedError(this.#closeReason ?? "client closed");
-      if (resuming && this.#everConnected) {
-        await this.#router.catchUpAll();
-        this.#reconnected({
-          kind: "resumed",
-          sessionId: this.#sessionId!,
-          previousSessionId: previous,
-        });
-      }
-      this.#everConnected = true;
-    } catch (error) {
-      this.#lastFailure = (error as Error).message;
-      throw error;
-    }
-  }
-
-  #reconnected(event: ReconnectEvent): void {
-    this.#logger.info("client.reconnected", { ...event });
-    try {
-      this.#options.onReconnect?.(event);
-    } catch (error) {
-      this.#logger.warn("client.on_reconnect_failed", { error: (error as Error).message });
-    }
-  }
-
-  async #connectOnce(): Promise<void> {
-    const options = this.#options;
-    const connectMs = options.connectTimeoutMs!;
-    const transport = await withTimeout(
-      options.transport!(),
-      connectMs,
-      () => new ConnectTimeoutError(targetLabel(options), connectMs),
-      (late) => void late.close().catch(() => {}),
-    );
-    if (this.#closing) {
-      await transport.close();
-      throw new ClientClosedError(this.#closeReason ?? "client closed");
-    }
-    const peer = new RpcPeer(transport.connection, {
-      onNotification: (method, params) => this.#router.onNotification(method, params),
-      onRequest: (method, params) => this.#router.onServerRequest(method, params),
-      onMalformed: "close",
-      logger: this.#logger,
-      ...(options.trace ? { trace: options.trace } : {}),
-    });
-    try {
-      const params: InitializeParams = {
-        clientName: options.clientName ?? "exec-server-client",
-      };
-      if (this.#sessionId) params.resumeSessionId = this.#sessionId;
-      if (options.maxMessageBytes !== undefined) params.maxMessageBytes = options.maxMessageBytes;
-      const initializeMs = options.initializeTimeoutMs ?? 10_000;
-      const result = await withTimeout(
-        peer.request<MethodResult<typeof Method.Initialize>>(Method.Initialize, params),
-        initializeMs,
-        () => new InitializeTimeoutError(transport.label, initializeMs),
-      );
-      if (
-        !result || typeof result.sessionId !== "string" ||
-        typeof result.environmentInfo !== "object"
-      ) {
-        throw new Error(`${transport.label} answered initialize with an invalid result`);
-      }
-      await peer.notify(ClientNotification.Initialized, {});
-      this.#sessionId = result.sessionId;
-      this.#info = result.environmentInfo;
-    } catch (error) {
-      peer.close("handshake failed");
-      const why = error instanceof ConnectionClosedError ? await transport.ended?.() : null;
-      await transport.close();
-      if (why) {
-        throw new Error(
-          `the exec-server command \`${transport.label}\` ${why} before answering initialize`,
-          { cause: error },
-        );
-      }
-      throw error;
-    }
-    this.#transport = transport;
-    this.#peer = peer;
-    peer.closed.then((info) => this.#onDisconnect(peer, info.reason));
-  }
-
-  /** Background attempts with backoff after a disconnect; calls do not wait for them. */
-  async #retryInBackground(): Promise<void> {
-    if (this.#retrying) return;
-    this.#retrying = true;
-    const reconnect = this.#options.reconnect;
-    const policy: ReconnectOptions = typeof reconnect === "object" ? reconnect : {};
-    const attempts = policy.maxAttempts ?? DEFAULT_RECONNECT_ATTEMPTS;
-    try {
-      for (let attempt = 0; attempt < attempts; attempt++) {
-        if (this.#closing || (this.#peer && this.#peer.closeInfo === null)) return;
-        try {
-          await this.ensureConnected();
-          return;
-        } catch (error) {
-          if (error instanceof ClientClosedError) return;
-          const base = Math.min(
-            policy.maxDelayMs ?? 30_000,
-            (policy.initialDelayMs ?? 250) * 2 ** attempt,
-          );
-          const wait = base * (0.5 + Math.random());
-          this.#logger.info("client.reconnect_retry", {
-            attempt: attempt + 1,
-            delayMs: Math.round(wait),
-            error: (error as Error).message,
-          });
-          await delay(wait, this.#stop.signal).catch(() => {});
-        }
-      }
-      this.#logger.warn("client.reconnect_paused", {
-        attempts,
-        error: this.#lastFailure,
-        note: "the next call tries again",
-      });
-    } finally {
-      this.#retrying = false;
-    }
-  }
-
-  /**
-   * The server no longer knows our session: its processes are gone with it
-   * and fail with `lost`; the next connection starts a fresh session.
-   */
-  #replaceSession(lost: SessionLostError): void {
-    this.#logger.warn("client.session_replaced", {
-      sessionId: this.#sessionId,
-      reason: lost.message,
-    });
-    this.#sessionId = null;
-    this.#router.failAll(lost.message, lost);
-  }
-
-  #onDisconnect(peer: RpcPeer, reason: string): void {
-    if (this.#peer !== peer) return;
-    this.#peer = null;
-    const transport = this.#transport;
-    this.#transport = null;
-    transport?.close().catch(() => {});
-    if (this.#closing) return;
-    this.#lastFailure = `connection lost: ${reason}`;
-    this.#router.bodies.failAll(`connection lost: ${reason}`);
-    const canReconnect = this.#options.reconnect && this.#sessionId !== null;
-    if (!canReconnect) {
-      this.#fail(reason);
-      return;
-    }
-    this.#logger.warn("client.disconnected", { reason });
-    void this.#retryInBackground();
-  }
-
-  #fail(reason: string): void {
-    if (this.#closeReason !== null) return;
-    this.#closeReason = reason;
-    this.#stop.abort();
-    this.#router.failAll(reason);
-    this.#closed.resolve(reason);
+    return this.#link.ensureConnected();
   }
 
   /** The server's requests: only `network/policyRequest` exists. */
@@ -546,35 +296,12 @@ export class ExecServerClient implements AsyncDisposable {
    */
   async call(method: string, params?: unknown, options: CallOptions = {}): Promise<unknown> {
     try {
-      return await this.#call(method, params, options);
+      return await this.#link.call(method, params, options);
     } catch (error) {
       // A read during an outage answers like the reference's client: the
       // stream is over for this connection (`closed`), and why (`failure`).
       if (method === Method.ProcessRead && error instanceof DisconnectedError) {
         return disconnectedRead(params, error.message);
-      }
-      throw error;
-    }
-  }
-
-  /** {@linkcode call} without the synthesised read (the client's own catch-up must see the outage). */
-  async #call(method: string, params?: unknown, options: CallOptions = {}): Promise<unknown> {
-    await this.ensureConnected();
-    const peer = this.#peer;
-    if (!peer) throw new DisconnectedError(this.#lastFailure);
-    try {
-      return await peer.request(method, params, options);
-    } catch (error) {
-      if (error instanceof ConnectionClosedError && !(error instanceof DisconnectedError)) {
-        if (this.#closing) throw new ClientClosedError(this.#closeReason ?? error.message);
-        // Without reconnection the client is closed for good, with this reason.
-        if (!this.#options.reconnect) throw new ClientClosedError(error.message, { cause: error });
-        throw new DisconnectedError(
-          `connection to ${
-            targetLabel(this.#options)
-          } lost before ${method} was answered: ${error.message}`,
-          { cause: error },
-        );
       }
       throw error;
     }
@@ -617,7 +344,8 @@ export class ExecServerClient implements AsyncDisposable {
       ...(options.bufferBytes ? { bufferBytes: options.bufferBytes } : {}),
     };
     const process = new RemoteProcess(processId, {
-      request: (m, p) => this.#call(m, p) as never,
+      // Not `call`: a process's own catch-up must see the outage.
+      request: (m, p) => this.#link.call(m, p) as never,
       supports: (c) => this.supports(c),
       release: (id) => {
         if (this.#router.processes.get(id) === process) this.#router.processes.delete(id);
@@ -649,7 +377,7 @@ export class ExecServerClient implements AsyncDisposable {
     const params: ProcessStartParams = {
       processId,
       argv: [...argv],
-      cwd: options.cwd !== undefined ? toPathUri(options.cwd) : this.#info!.cwd,
+      cwd: options.cwd !== undefined ? toPathUri(options.cwd) : this.#link.info!.cwd,
       env: { ...(options.env ?? {}) },
       tty: options.tty ?? false,
       pipeStdin: options.stdin === "piped",
@@ -732,16 +460,8 @@ export class ExecServerClient implements AsyncDisposable {
   }
 
   /** Closes the connection (and stops a spawned server with its whole tree). */
-  async close(): Promise<void> {
-    this.#closing = true;
-    const peer = this.#peer;
-    const transport = this.#transport;
-    this.#peer = null;
-    this.#transport = null;
-    this.#fail("client closed");
-    peer?.close("client closed");
-    await transport?.close();
-    await this.#attempt?.catch(() => {});
+  close(): Promise<void> {
+    return this.#link.close();
   }
 
   /** Same as {@linkcode close}. */
@@ -763,9 +483,6 @@ function disconnectedRead(params: unknown, reason: string): ProcessReadResult {
     sandboxDenied: false,
   };
 }
-
-/** Attempts of the default reconnect policy (backoff 250 ms · 2^n, ≤ 30 s: about a minute). */
-const DEFAULT_RECONNECT_ATTEMPTS = 8;
 
 /** Connects now (and completes the handshake). */
 export async function connect(options: ConnectOptions): Promise<ExecServerClient> {
