@@ -95,7 +95,6 @@ export {
   type WebSocketCloseInfo,
   type WebSocketMessage,
 } from "./src/websocket/channel.ts";
-export { PayloadPool } from "./src/websocket/frame.ts";
 export {
   type CallOptions,
   type NotificationHandler,

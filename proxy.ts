@@ -81,7 +81,7 @@ export {
   type ProxyEnvTarget,
   stripManagedProxyEnv,
 } from "./src/proxy/env.ts";
-export { createMitm, type Mitm, type MitmOptions } from "./src/proxy/mitm/interceptor.ts";
+export type { MitmOptions } from "./src/proxy/mitm/interceptor.ts";
 export {
   type BrokerTarget,
   CredentialBroker,
@@ -89,8 +89,4 @@ export {
   maskCredentials,
   type MaskedEnvironment,
 } from "./src/proxy/credential_broker.ts";
-export type { ListenerContext, TunnelInterceptor } from "./src/proxy/http_proxy.ts";
 export type { UpstreamProxies } from "./src/proxy/connector.ts";
-export { type PooledConnection, UpstreamPool } from "./src/proxy/upstream_pool.ts";
-export type { ByteSource } from "./src/http1/body.ts";
-export type { MessageHead } from "./src/http1/head.ts";

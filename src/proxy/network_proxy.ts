@@ -8,14 +8,11 @@
  */
 
 import { type Logger, nullLogger } from "../log/logger.ts";
+import { createMitm, type Mitm, type MitmOptions } from "./mitm/interceptor.ts";
 import { type NetworkProxyConfig, resolveRuntimeAddresses } from "./config.ts";
 import { upstreamProxiesFromEnv } from "./connector.ts";
 import { applyProxyEnv, type ManagedNetworkContext } from "./env.ts";
-import {
-  handleHttpProxyConnection,
-  type ListenerContext,
-  type TunnelInterceptor,
-} from "./http_proxy.ts";
+import { handleHttpProxyConnection, type ListenerContext } from "./http_proxy.ts";
 import { handleSocks5Connection } from "./socks5.ts";
 import { NetworkProxyState, type NetworkProxyStateOptions } from "./state.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
@@ -29,11 +26,11 @@ export interface NetworkProxyOptions extends NetworkProxyStateOptions {
   readonly caCerts?: string[];
   /** The HTTP CONNECT proxy every SOCKS5 TCP connection must go through (see `UpstreamProxies.tcp`). */
   readonly tcpUpstream?: URL;
-  /** Builds the TLS interceptor when `mitm` is on (see `createMitm`). */
-  readonly mitm?: (
-    state: NetworkProxyState,
-    ctx: Omit<ListenerContext, "mitm">,
-  ) => Promise<TunnelInterceptor & { trustBundlePath?: string | null; close?(): Promise<void> }>;
+  /**
+   * Where the TLS interceptor keeps its CA (and how it behaves) when the
+   * configuration turns `mitm` on; required then.
+   */
+  readonly mitm?: MitmOptions;
 }
 
 /** Addresses of a running proxy. */
@@ -163,10 +160,12 @@ export class NetworkProxy implements AsyncDisposable {
     const managed = options.managed ?? true;
     const bind = (addr: { host: string; port: number }) =>
       Deno.listen({ hostname: managed ? "127.0.0.1" : addr.host, port: managed ? 0 : addr.port });
-    let mitm: Awaited<ReturnType<NonNullable<NetworkProxyOptions["mitm"]>>> | null = null;
+    let mitm: Mitm | null = null;
     if (config.mitm) {
-      if (!options.mitm) throw new Error("network.mitm is on but no interceptor was provided");
-      mitm = await options.mitm(state, base);
+      if (!options.mitm) {
+        throw new Error("network.mitm is on but no interceptor options were given");
+      }
+      mitm = await createMitm(state, base, options.mitm);
     }
     const http = bind(runtime.http);
     let socks: Deno.Listener | null = null;

@@ -13,7 +13,7 @@ import {
 } from "./config_file.ts";
 import { applyNetworkRequirements, type NetworkRequirements } from "./constraints.ts";
 import type { NetworkDecider } from "./decision.ts";
-import { createMitm, defaultMitmHome } from "./mitm/interceptor.ts";
+import { defaultMitmHome } from "./mitm/interceptor.ts";
 import { NetworkProxy } from "./network_proxy.ts";
 
 /** Options of {@linkcode startNetworkProxyFromFile}. */
@@ -55,6 +55,6 @@ export async function startNetworkProxyFromFile(
       }
       : {}),
     ...(options.decider ? { decider: options.decider } : {}),
-    mitm: (state, ctx) => createMitm(state, ctx, { home }),
+    mitm: { home },
   });
 }

@@ -24,7 +24,7 @@ import {
 } from "../proxy/decision.ts";
 import { NetworkProxy } from "../proxy/network_proxy.ts";
 import type { CredentialBroker } from "../proxy/credential_broker.ts";
-import { createMitm, defaultMitmHome } from "../proxy/mitm/interceptor.ts";
+import { defaultMitmHome } from "../proxy/mitm/interceptor.ts";
 import { ServerNotification, ServerRequest } from "../protocol/methods.ts";
 import type {
   NetworkPolicyDecisionNotification,
@@ -156,7 +156,7 @@ export function launchProcessProxy(
     ...(tcpUpstream ? { tcpUpstream } : {}),
     // The CA (and the trust bundle children get) lives in the server's
     // Codex home, as the reference keeps it.
-    mitm: (state, ctx) => createMitm(state, ctx, { home: defaultMitmHome() }),
+    mitm: { home: defaultMitmHome() },
     ...(decider ? { decider } : {}),
     ...(launch.proxy.reviewDomains ? { reviewDomains: launch.proxy.reviewDomains } : {}),
     // Decisions go to the client; the server's own log keeps them at debug.

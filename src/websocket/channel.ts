@@ -43,6 +43,16 @@ export { isValidCloseCode, type WebSocketMessage } from "./assembler.ts";
 export { truncateUtf8 } from "./sender.ts";
 export type { ByteDuplex } from "./socket_io.ts";
 
+/**
+ * What this package's own servers add to {@linkcode WebSocketChannelOptions}
+ * (not part of the public options): pooled payload buffers, for a consumer
+ * that recycles what it has forwarded (the relay).
+ */
+export interface PooledChannelOptions extends WebSocketChannelOptions {
+  /** Where received payloads are parsed into, and go back to. */
+  readonly payloadPool?: PayloadPool;
+}
+
 /** Options for {@linkcode WebSocketChannel}. */
 export interface WebSocketChannelOptions {
   /** `server` expects masked frames and sends unmasked ones; `client` the reverse. */
@@ -61,8 +71,6 @@ export interface WebSocketChannelOptions {
   readonly pongTimeoutMs?: number;
   /** Bytes already read past the HTTP head. */
   readonly leftover?: Uint8Array;
-  /** Pooled payload buffers (a consumer that recycles what it has forwarded). */
-  readonly payloadPool?: PayloadPool;
   /**
    * The transport is done with written bytes once a write resolves (true
    * for Deno sockets), so output buffers may be reused. Default false.
@@ -132,7 +140,9 @@ export class WebSocketChannel {
     this.#parser = new FrameParser({
       maxFramePayload: this.maxFrameBytes,
       expectMasked: options.role === "server",
-      ...(options.payloadPool ? { pool: options.payloadPool } : {}),
+      ...((options as PooledChannelOptions).payloadPool
+        ? { pool: (options as PooledChannelOptions).payloadPool! }
+        : {}),
     });
     this.#leftover = options.leftover && options.leftover.length > 0 ? options.leftover : undefined;
     this.#pingIntervalMs = options.pingIntervalMs ?? 30_000;

@@ -5,7 +5,12 @@
  * @module
  */
 
-import { type ByteDuplex, WebSocketChannel, type WebSocketChannelOptions } from "./channel.ts";
+import {
+  type ByteDuplex,
+  type PooledChannelOptions,
+  WebSocketChannel,
+  type WebSocketChannelOptions,
+} from "./channel.ts";
 import {
   acceptKey,
   encodeResponse,
@@ -46,7 +51,7 @@ export async function acceptWebSocket(
   writer: WritableStreamDefaultWriter<Uint8Array>,
   reader: ReadableStreamDefaultReader<Uint8Array>,
   head: MessageHead,
-  limits: WebSocketLimits = {},
+  limits: WebSocketLimits & Pick<PooledChannelOptions, "payloadPool"> = {},
   reusableWrites = false,
 ): Promise<WebSocketChannel> {
   const key = head.headers.get("sec-websocket-key")!;

@@ -35,7 +35,7 @@ async function mitmProxy(
       "api.example.test": ["127.0.0.1"],
       "plain.example.test": ["127.0.0.1"],
     }),
-    mitm: (state, ctx) => createMitm(state, ctx, { home, env }),
+    mitm: { home, env },
   });
   return {
     proxy,

@@ -7,7 +7,6 @@
 import { Buffer } from "node:buffer";
 import dgram from "node:dgram";
 import { SocksClient } from "socks";
-import { createMitm } from "../../src/proxy/mitm/interceptor.ts";
 import { assert, assertEquals, assertStringIncludes } from "../helpers/assert.ts";
 import { config, fakeResolver, raw, recordingUpstream, startProxy } from "../helpers/proxy.ts";
 import { loadLibc } from "../../src/util/libc.ts";
@@ -135,7 +134,7 @@ Deno.test("security proxy: the same framing tricks inside TLS interception", asy
   const env = (n: string) => vars[n];
   const proxy = await startProxy(
     config({ mode: "limited", mitm: true, domains: { "127.0.0.1": "allow" } }),
-    { env, mitm: (state, ctx) => createMitm(state, ctx, { home, env }) },
+    { env, mitm: { home, env } },
   );
   try {
     const bundle = await Deno.readTextFile(proxy.trustBundlePath!);
