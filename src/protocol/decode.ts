@@ -268,6 +268,35 @@ export function struct<T>(
   };
 }
 
+/** What decoder `D` gives. */
+export type DecodedOf<D> = D extends Decoder<infer T> ? T : never;
+
+/**
+ * The object a struct of `fields` decodes to, inferred from the field
+ * decoders: a member whose decoder may give `undefined` is optional.
+ */
+export type StructOf<F> =
+  & { -readonly [K in keyof F as undefined extends DecodedOf<F[K]> ? never : K]: DecodedOf<F[K]> }
+  & {
+    -readonly [K in keyof F as undefined extends DecodedOf<F[K]> ? K : never]?: Exclude<
+      DecodedOf<F[K]>,
+      undefined
+    >;
+  };
+
+/**
+ * {@linkcode struct} with the decoded type inferred from `fields` (one
+ * place for a shape that differs from the wire type: paths resolved,
+ * bytes decoded, defaults applied).
+ */
+export function structOf<F extends Record<string, Decoder<unknown>>>(
+  name: string,
+  fields: F,
+  options: { denyUnknownFields?: boolean } = {},
+): Decoder<StructOf<F>> {
+  return struct<StructOf<F>>(name, fields as unknown as FieldDecoders<StructOf<F>>, options);
+}
+
 /** Params of methods that take none: absent, `null` or `{}` (not `[]`). */
 export const unit: Decoder<Record<never, never>> = (v, path) => {
   if (v === undefined || v === null) return {};

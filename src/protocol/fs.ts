@@ -9,12 +9,13 @@ import {
   array,
   boolean,
   bytes,
+  type DecodedOf,
   type Decoder,
-  type ExactU64,
   exactU64,
   optionalOr,
   string,
   struct,
+  structOf,
   u64,
   unitEnum,
   usize,
@@ -22,7 +23,7 @@ import {
 } from "./decode.ts";
 import type { EmptyResult, RequestTable, Row } from "./table.ts";
 import { pathUri } from "./path_uri.ts";
-import { type FileSystemSandboxContext, optionalSandbox, type Sandboxed } from "./sandbox.ts";
+import { type FileSystemSandboxContext, optionalSandbox } from "./sandbox.ts";
 
 /** Params of `fs/readFile`. */
 export interface FsReadFileParams {
@@ -281,46 +282,27 @@ export interface FsMissingChangedNotification {
   watchId: number;
 }
 
-/** Decoded `fs/writeFile` params (data still base64: validated by the handler). */
-export type DecodedFsWriteFile = {
-  path: string;
-  dataBase64: string;
-  followSymlinks: boolean;
-  sandbox?: FileSystemSandboxContext;
-};
-
-/** Decoded `fs/readBlock` params (the offset exact over the whole u64 range). */
-export interface DecodedFsReadBlock {
-  handleId: string;
-  offset: ExactU64;
-  len: number;
-}
-
-/** Decoded `fs/writeBlock` params (the offset exact over the whole u64 range). */
-export interface DecodedFsWriteBlock {
-  handleId: string;
-  offset: ExactU64;
-  chunk: Uint8Array;
-}
-
 const followSymlinks: Decoder<boolean> = optionalOr(boolean, true);
 
 /** `fs/readFile`. */
-const fsReadFileParams = struct<Sandboxed<FsReadFileParams>>(
+const fsReadFileParams = structOf(
   "ReadFileParams",
   { path: pathUri, followSymlinks, sandbox: optionalSandbox },
 );
 
 /** `fs/writeFile`. */
-const fsWriteFileParams = struct<DecodedFsWriteFile>("WriteFileParams", {
+const fsWriteFileParams = structOf("WriteFileParams", {
   path: pathUri,
   dataBase64: string,
   followSymlinks,
   sandbox: optionalSandbox,
 });
 
+/** Decoded `fs/writeFile` params (data still base64: validated by the handler). */
+export type DecodedFsWriteFile = DecodedOf<typeof fsWriteFileParams>;
+
 /** `fs/createDirectory`. */
-const fsCreateDirectoryParams = struct<Sandboxed<FsCreateDirectoryParams>>(
+const fsCreateDirectoryParams = structOf(
   "CreateDirectoryParams",
   {
     path: pathUri,
@@ -331,7 +313,7 @@ const fsCreateDirectoryParams = struct<Sandboxed<FsCreateDirectoryParams>>(
 );
 
 /** `fs/getMetadata`. */
-const fsGetMetadataParams = struct<Sandboxed<FsGetMetadataParams>>("GetMetadataParams", {
+const fsGetMetadataParams = structOf("GetMetadataParams", {
   path: pathUri,
   followSymlinks,
   sandbox: optionalSandbox,
@@ -350,7 +332,7 @@ const fsReadDirectoryParams = struct<FsReadDirectoryParams>("ReadDirectoryParams
 });
 
 /** `fs/remove`. */
-const fsRemoveParams = struct<Sandboxed<FsRemoveParams>>(
+const fsRemoveParams = structOf(
   "RemoveParams",
   {
     path: pathUri,
@@ -370,7 +352,7 @@ const fsCopyParams = struct<FsCopyParams>("CopyParams", {
 });
 
 /** `fs/open`. */
-const fsOpenParams = struct<Sandboxed<FsOpenParams>>(
+const fsOpenParams = structOf(
   "OpenParams",
   {
     handleId: string,
@@ -381,18 +363,24 @@ const fsOpenParams = struct<Sandboxed<FsOpenParams>>(
 );
 
 /** `fs/readBlock`. */
-const fsReadBlockParams = struct<DecodedFsReadBlock>("ReadBlockParams", {
+const fsReadBlockParams = structOf("ReadBlockParams", {
   handleId: string,
   offset: exactU64,
   len: usize,
 });
 
+/** Decoded `fs/readBlock` params (the offset exact over the whole u64 range). */
+export type DecodedFsReadBlock = DecodedOf<typeof fsReadBlockParams>;
+
 /** `fs/writeBlock`. */
-const fsWriteBlockParams = struct<DecodedFsWriteBlock>("WriteBlockParams", {
+const fsWriteBlockParams = structOf("WriteBlockParams", {
   handleId: string,
   offset: exactU64,
   chunk: bytes,
 });
+
+/** Decoded `fs/writeBlock` params (the offset exact over the whole u64 range). */
+export type DecodedFsWriteBlock = DecodedOf<typeof fsWriteBlockParams>;
 
 /** `fs/close`. */
 const fsCloseParams = struct<FsCloseParams>("CloseParams", { handleId: string });
@@ -482,12 +470,12 @@ export interface FsNotifications {
 
 /** What the family's decoders give its handlers, where more than the params as sent. */
 export interface FsDecoded {
-  [FsMethod.FsReadFile]: Sandboxed<FsReadFileParams>;
+  [FsMethod.FsReadFile]: DecodedOf<typeof fsReadFileParams>;
   [FsMethod.FsWriteFile]: DecodedFsWriteFile;
-  [FsMethod.FsCreateDirectory]: Sandboxed<FsCreateDirectoryParams>;
-  [FsMethod.FsGetMetadata]: Sandboxed<FsGetMetadataParams>;
-  [FsMethod.FsRemove]: Sandboxed<FsRemoveParams>;
-  [FsMethod.FsOpen]: Sandboxed<FsOpenParams>;
+  [FsMethod.FsCreateDirectory]: DecodedOf<typeof fsCreateDirectoryParams>;
+  [FsMethod.FsGetMetadata]: DecodedOf<typeof fsGetMetadataParams>;
+  [FsMethod.FsRemove]: DecodedOf<typeof fsRemoveParams>;
+  [FsMethod.FsOpen]: DecodedOf<typeof fsOpenParams>;
   [FsMethod.FsReadBlock]: DecodedFsReadBlock;
   [FsMethod.FsWriteBlock]: DecodedFsWriteBlock;
 }

@@ -10,10 +10,12 @@ import {
   array,
   boolean,
   bytes,
+  type DecodedOf,
   nullable,
   optional,
   string,
   struct,
+  structOf,
   u64,
   unitEnum,
   withDefault,
@@ -97,19 +99,6 @@ export interface HttpBodyDeltaNotification {
   error: string | null;
 }
 
-/** Decoded `http/request` params. */
-export interface DecodedHttpRequest {
-  method: string;
-  url: string;
-  headers: HttpHeaderParam[];
-  /** Decoded body bytes. */
-  bodyBase64?: Uint8Array;
-  timeoutMs?: number;
-  redirectPolicy: "follow" | "stop";
-  requestId: string;
-  streamResponse: boolean;
-}
-
 /** `http/request/pauseBody`, `resumeBody` and `cancelBody`. */
 const httpBodyFlowParams = struct<HttpBodyFlowParams>("HttpBodyFlowParams", {
   requestId: string,
@@ -122,7 +111,7 @@ const httpHeader = struct<HttpHeaderParam>("HttpHeader", {
 });
 
 /** `http/request`. */
-const httpRequestParams = struct<DecodedHttpRequest>("HttpRequestParams", {
+const httpRequestParams = structOf("HttpRequestParams", {
   method: string,
   url: string,
   headers: withDefault(array(httpHeader), []),
@@ -132,6 +121,9 @@ const httpRequestParams = struct<DecodedHttpRequest>("HttpRequestParams", {
   requestId: string,
   streamResponse: withDefault(boolean, false),
 });
+
+/** Decoded `http/request` params (body bytes decoded, defaults applied). */
+export type DecodedHttpRequest = DecodedOf<typeof httpRequestParams>;
 
 /** The family's request names. */
 export const HttpMethod = {

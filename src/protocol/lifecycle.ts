@@ -6,7 +6,18 @@
  * @module
  */
 
-import { array, DecodeError, type Decoder, nullable, string, struct, u64, unit } from "./decode.ts";
+import {
+  array,
+  type DecodedOf,
+  DecodeError,
+  type Decoder,
+  nullable,
+  string,
+  struct,
+  structOf,
+  u64,
+  unit,
+} from "./decode.ts";
 import type { EmptyResult, RequestTable, Row } from "./table.ts";
 import { pathUri } from "./path_uri.ts";
 import {
@@ -395,7 +406,7 @@ const capabilityRootsDiscoverParams = struct<CapabilityRootsDiscoverParams>(
 );
 
 /** `capabilities/discoverV2`. */
-const capabilitiesDiscoverParams = struct<Sandboxed<CapabilitiesDiscoverParams>>(
+const capabilitiesDiscoverParams = structOf(
   "DiscoverCapabilitiesParams",
   { cwd: pathUri, sandbox: optionalSandbox },
 );
@@ -457,7 +468,7 @@ export interface LifecycleMethods {
 export interface LifecycleDecoded {
   [LifecycleMethod.EnvironmentInfo]: EmptyResult;
   [LifecycleMethod.EnvironmentStatus]: EmptyResult;
-  [LifecycleMethod.CapabilitiesDiscoverV2]: Sandboxed<CapabilitiesDiscoverParams>;
+  [LifecycleMethod.CapabilitiesDiscoverV2]: DecodedOf<typeof capabilitiesDiscoverParams>;
 }
 
 /** How the server decodes and dispatches the family's requests. */

@@ -9,6 +9,7 @@ import {
   array,
   boolean,
   bytes,
+  type DecodedOf,
   DecodeError,
   type Decoder,
   join,
@@ -18,6 +19,7 @@ import {
   record,
   string,
   struct,
+  structOf,
   u16,
   u64,
   unknownValue,
@@ -273,34 +275,6 @@ export interface ProcessClosedNotification {
   seq: number;
 }
 
-/** Decoded `process/start` params (paths resolved, bytes decoded). */
-export interface DecodedProcessStart {
-  processId: string;
-  metadata?: ProcessMetadata | null;
-  argv: string[];
-  /** Native absolute path. */
-  cwd: string;
-  envPolicy?: EnvPolicy | null;
-  shellSnapshot?: ShellSnapshotParams | null;
-  env: Record<string, string>;
-  tty: boolean;
-  pipeStdin: boolean;
-  arg0?: string | null;
-  sandbox?: FileSystemSandboxContext;
-  enforceManagedNetwork: boolean;
-  managedNetwork?: unknown;
-  networkProxy?: NetworkProxyLaunch | null;
-  rows?: number;
-  cols?: number;
-}
-
-/** Decoded `process/write` params. */
-export interface DecodedProcessWrite {
-  processId: string;
-  chunk: Uint8Array;
-  writeId: string;
-}
-
 const uuidChars = /^[0-9a-fA-F-]$/;
 
 /** A UUID string, checked like the reference (`uuid` crate wording). */
@@ -364,7 +338,7 @@ const shellSnapshot: Decoder<ShellSnapshotParams> = (v, path) => {
 };
 
 /** `process/start`. */
-const processStartParams = struct<DecodedProcessStart>("ExecParams", {
+const processStartParams = structOf("ExecParams", {
   processId: string,
   metadata: nullable(metadata),
   argv,
@@ -383,6 +357,9 @@ const processStartParams = struct<DecodedProcessStart>("ExecParams", {
   cols: optional(u16),
 });
 
+/** Decoded `process/start` params (paths resolved to native ones, defaults applied). */
+export type DecodedProcessStart = DecodedOf<typeof processStartParams>;
+
 /** `process/read`. */
 const processReadParams = struct<ProcessReadParams>("ReadParams", {
   processId: string,
@@ -392,11 +369,14 @@ const processReadParams = struct<ProcessReadParams>("ReadParams", {
 });
 
 /** `process/write`. */
-const processWriteParams = struct<DecodedProcessWrite>("WriteParams", {
+const processWriteParams = structOf("WriteParams", {
   processId: string,
   chunk: bytes,
   writeId: nonEmptyString("writeId must not be empty"),
 });
+
+/** Decoded `process/write` params (bytes decoded). */
+export type DecodedProcessWrite = DecodedOf<typeof processWriteParams>;
 
 /** Every signal name; `interrupt` is the only one the reference knows. */
 const SIGNAL_NAMES: readonly ProcessSignalName[] = [
