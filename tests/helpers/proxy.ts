@@ -247,3 +247,17 @@ export async function runWithProxy(
   run.stdout = run.stdout.replace(/port=\d+\n/, "");
   return run;
 }
+
+/** A `process/start.networkProxy.proxy` (a launched proxy: full mode, SOCKS5 on) with `over`. */
+export function launchedProxy(over: Msg = {}): Msg {
+  return {
+    enabled: true,
+    enableSocks5: true,
+    enableSocks5Udp: false,
+    allowUpstreamProxy: false,
+    dangerouslyAllowAllUnixSockets: false,
+    mode: "full",
+    allowLocalBinding: true,
+    ...over,
+  };
+}

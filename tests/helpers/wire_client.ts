@@ -484,3 +484,26 @@ export function livingWithMarker(marker: string): number[] {
 export function freshMarker(): string {
   return `exec-server-test-${crypto.randomUUID()}`;
 }
+
+/** Everything a process printed (both streams, in order), read with `process/read` until it closed. */
+export async function readProcessOutput(c: WireClient, processId: string): Promise<string> {
+  let out = "";
+  let after = 0;
+  for (;;) {
+    const r = await c.request("process/read", { processId, afterSeq: after, waitMs: 5000 }, 20_000);
+    for (const chunk of r.chunks) {
+      out += new TextDecoder().decode(Uint8Array.fromBase64(chunk.chunk));
+    }
+    after = r.nextSeq - 1;
+    if (r.closed) return out;
+  }
+}
+
+/** An `envPolicy` that hands the child the server's whole environment. */
+export const INHERIT_ALL = {
+  inherit: "all",
+  ignoreDefaultExcludes: true,
+  exclude: [],
+  set: {},
+  includeOnly: [],
+} as const;

@@ -8,7 +8,7 @@
 // real proxies and what the origins receive is compared.
 
 import { assert, assertEquals, assertMatch } from "../helpers/assert.ts";
-import { CLI, spawnCommandServer, type WireClient } from "../helpers/wire_client.ts";
+import { CLI, INHERIT_ALL, readProcessOutput, spawnCommandServer } from "../helpers/wire_client.ts";
 import { referenceBin, scratchRoot } from "../helpers/reference.ts";
 import {
   enterpriseServer,
@@ -67,19 +67,6 @@ function normalize(text: string): string {
     /\b(myt_[a-z]{18}|hdr_[A-Z]{18})\b/g,
     (s) => s === REAL.MY_TOKEN || s === REAL.HDR_TOKEN ? s : `${s.slice(0, 4)}<stand-in>`,
   );
-}
-
-async function readAll(c: WireClient, processId: string): Promise<string> {
-  let out = "";
-  let after = 0;
-  for (;;) {
-    const r = await c.request("process/read", { processId, afterSeq: after, waitMs: 5000 }, 20_000);
-    for (const chunk of r.chunks) {
-      out += new TextDecoder().decode(Uint8Array.fromBase64(chunk.chunk));
-    }
-    after = r.nextSeq - 1;
-    if (r.closed) return out;
-  }
 }
 
 async function openssl(args: string[]): Promise<void> {
@@ -219,13 +206,7 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
         argv,
         cwd: `file://${dir}`,
         env: {},
-        envPolicy: {
-          inherit: "all",
-          ignoreDefaultExcludes: true,
-          exclude: [],
-          set: {},
-          includeOnly: [],
-        },
+        envPolicy: INHERIT_ALL,
         tty: false,
         arg0: null,
         enforceManagedNetwork: true,
@@ -252,21 +233,21 @@ async function observe(kind: "ours" | "reference"): Promise<Observed> {
         ...extra,
       });
     await start("masked", ["/bin/bash", "-c", script]);
-    const output = normalize(await readAll(c, "masked"));
+    const output = normalize(await readProcessOutput(c, "masked"));
     // Not `bash -c` exactly: nothing is masked.
     await start("login", [
       "bash",
       "-lc",
       'echo "$GH_TOKEN|$CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE"',
     ]);
-    const unmasked = await readAll(c, "login");
+    const unmasked = await readProcessOutput(c, "login");
     // With a shell snapshot (which replays the profile's exports): not masked either.
     await start(
       "snapshot",
       ["/bin/bash", "-c", 'echo "$GH_TOKEN|$CODEX_NETWORK_PROXY_CREDENTIAL_BROKER_ACTIVE"'],
       { shellSnapshot: { scopeId: "s", shell: { name: "bash", path: "/bin/bash" } } },
     );
-    const snapshot = await readAll(c, "snapshot");
+    const snapshot = await readProcessOutput(c, "snapshot");
     const seen = [github, openai, ghes].flatMap((o) =>
       o.seen.map((s) =>
         normalize(

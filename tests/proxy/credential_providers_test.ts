@@ -4,8 +4,15 @@
 // reference. What goes on the wire is in credential_masking_test.ts.
 
 import { assert, assertEquals, assertMatch } from "../helpers/assert.ts";
-import { CLI, type Msg, spawnCommandServer } from "../helpers/wire_client.ts";
+import {
+  CLI,
+  INHERIT_ALL,
+  type Msg,
+  readProcessOutput,
+  spawnCommandServer,
+} from "../helpers/wire_client.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
+import { launchedProxy } from "../helpers/proxy.ts";
 
 const REAL = {
   MY_TOKEN: "myt_abcdefghijklmnopqrst",
@@ -61,17 +68,8 @@ function server(kind: "ours" | "reference") {
     : spawnCommandServer(referenceBin()!, ["exec-server", "--listen", "stdio"], env);
 }
 
-const proxy = (credentialProviders: unknown) => ({
-  enabled: true,
-  enableSocks5: true,
-  enableSocks5Udp: false,
-  allowUpstreamProxy: false,
-  dangerouslyAllowAllUnixSockets: false,
-  mode: "full",
-  allowLocalBinding: true,
-  credentialMasking: true,
-  credentialProviders,
-});
+const proxy = (credentialProviders: unknown) =>
+  launchedProxy({ credentialMasking: true, credentialProviders });
 
 async function observe(kind: "ours" | "reference") {
   await using s = server(kind);
@@ -87,32 +85,12 @@ async function observe(kind: "ours" | "reference") {
       argv: ["bash", "-c", 'echo "$MY_TOKEN"'],
       cwd: "file:///tmp",
       env: {},
-      envPolicy: {
-        inherit: "all",
-        ignoreDefaultExcludes: true,
-        exclude: [],
-        set: {},
-        includeOnly: [],
-      },
+      envPolicy: INHERIT_ALL,
       tty: false,
       networkProxy: { proxy: proxy(providers) },
     });
     assert(!started.error, `${name}: ${JSON.stringify(started.error)}`);
-    let out = "";
-    let after = 0;
-    for (;;) {
-      const r = await c.request(
-        "process/read",
-        { processId, afterSeq: after, waitMs: 5000 },
-        20_000,
-      );
-      for (const chunk of r.chunks) {
-        out += new TextDecoder().decode(Uint8Array.fromBase64(chunk.chunk));
-      }
-      after = r.nextSeq - 1;
-      if (r.closed) break;
-    }
-    masked.push([name, out.trim()]);
+    masked.push([name, (await readProcessOutput(c, processId)).trim()]);
   }
   const errors = [];
   for (

@@ -5,27 +5,21 @@
 // are refused with the reference's reasons.
 
 import { assertEquals } from "../helpers/assert.ts";
-import { runWithProxy } from "../helpers/proxy.ts";
+import { launchedProxy, runWithProxy } from "../helpers/proxy.ts";
 import { oursServer } from "../helpers/sandbox.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { type Msg, spawnCommandServer } from "../helpers/wire_client.ts";
 import { relay } from "../../src/util/conn_io.ts";
 
-const PROXY = {
-  enabled: true,
-  enableSocks5: true,
-  enableSocks5Udp: false,
+const PROXY = launchedProxy({
   allowUpstreamProxy: true,
-  dangerouslyAllowAllUnixSockets: false,
-  mode: "full",
-  allowLocalBinding: true,
   domains: {
     "8.8.8.8": "allow",
     "203.0.113.7": "allow",
     "127.0.0.1": "allow",
     "192.168.7.7": "allow",
   },
-};
+});
 
 /** A CONNECT proxy that records each request head and tunnels every one to `originPort`. */
 function connectProxy(originPort: number) {

@@ -6,7 +6,7 @@
 // UDP and loopback are as before, and the program holds no capability.
 
 import { assert, assertEquals } from "../helpers/assert.ts";
-import { runWithProxy } from "../helpers/proxy.ts";
+import { launchedProxy, runWithProxy } from "../helpers/proxy.ts";
 import {
   type NamedServer,
   oursServer,
@@ -18,15 +18,7 @@ import { referenceBin, referenceHome, scratchRoot } from "../helpers/reference.t
 import { type Msg, spawnCommandServer } from "../helpers/wire_client.ts";
 import { tcpCaptureSupport } from "../../src/sandbox/mod.ts";
 
-const PROXY = {
-  enabled: true,
-  enableSocks5: true,
-  enableSocks5Udp: false,
-  allowUpstreamProxy: false,
-  dangerouslyAllowAllUnixSockets: false,
-  mode: "full",
-  allowLocalBinding: true,
-};
+const PROXY = launchedProxy();
 
 /** A non-loopback IPv4 address of this machine (a host the sandbox cannot reach itself), or null. */
 function hostAddress(): string | null {
