@@ -18,6 +18,7 @@
  * @module
  */
 
+import { type Lane, RequestScheduler } from "./scheduler.ts";
 import type { CloseInfo, Connection, MessageSource } from "./connection.ts";
 import { CallTimeoutError, ConnectionClosedError, JsonRpcCode, RpcError } from "./errors.ts";
 import {
@@ -120,11 +121,6 @@ export interface CallOptions {
   readonly trace?: TraceContext;
 }
 
-interface Lane {
-  active: number;
-  queue: Array<() => void>;
-}
-
 interface Pending {
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
@@ -150,12 +146,7 @@ export class RpcPeer {
   #writer: WritableStreamDefaultWriter<JsonRpcMessage>;
   #logger: Logger;
   #abandonedIds = new Set<number>();
-  #concurrency: number;
-  #lanes = new Map<string, Lane>();
-  #queued = 0;
-  /** Per ordering key: settles when the last request with that key lets the next one start. */
-  #orderTails = new Map<string, Promise<void>>();
-  #queueSpace: PromiseWithResolvers<void> | null = null;
+  #scheduler: RequestScheduler;
   #pending = new Map<number, Pending>();
   #nextId = 1;
   #abort = new AbortController();
@@ -169,7 +160,7 @@ export class RpcPeer {
     this.connection = connection;
     this.#options = options;
     this.#logger = options.logger ?? nullLogger;
-    this.#concurrency = Math.max(1, options.concurrency ?? 32);
+    this.#scheduler = new RequestScheduler(options.concurrency ?? 32, options.maxQueued ?? 1024);
     this.#writer = connection.writable.getWriter();
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
     this.#writer.closed.catch((error) => {
@@ -322,7 +313,7 @@ export class RpcPeer {
       pending.reject(new ConnectionClosedError(info.reason));
     }
     this.#pending.clear();
-    this.#queueSpace?.resolve();
+    this.#scheduler.close();
     this.#resolveClosed(info);
   }
 
@@ -359,10 +350,7 @@ export class RpcPeer {
         } else if (isRequest(msg)) {
           const run = this.#dispatch(msg);
           if (run !== null) await run;
-          while (this.#queued >= (this.#options.maxQueued ?? 1024) && this.#closeInfo === null) {
-            this.#queueSpace = Promise.withResolvers<void>();
-            await this.#queueSpace.promise;
-          }
+          await this.#scheduler.roomToRead();
         } else if (isNotification(msg)) {
           const wait = this.#handleNotification(msg.method, msg.params);
           if (wait) await wait;
@@ -414,90 +402,23 @@ export class RpcPeer {
     }
   }
 
-  #lane(name: string): Lane {
-    let lane = this.#lanes.get(name);
-    if (!lane) {
-      lane = { active: 0, queue: [] };
-      this.#lanes.set(name, lane);
-    }
-    return lane;
-  }
-
-  #acquire(lane: Lane): Promise<void> | null {
-    if (lane.active < this.#concurrency) {
-      lane.active++;
-      return null;
-    }
-    this.#queued++;
-    return new Promise<void>((resolve) =>
-      lane.queue.push(() => {
-        this.#unqueue();
-        lane.active++;
-        resolve();
-      })
-    );
-  }
-
-  /** One queued request less; reading resumes once the queue has room. */
-  #unqueue(): void {
-    this.#queued--;
-    if (this.#queueSpace && this.#queued < (this.#options.maxQueued ?? 1024)) {
-      this.#queueSpace.resolve();
-      this.#queueSpace = null;
-    }
-  }
-
-  /**
-   * Takes `key`'s turn for a request that just arrived: what to wait for
-   * before it starts (null: nothing), and the callback that lets the next
-   * request with that key start.
-   */
-  #takeTurn(key: string): { after: Promise<void> | null; pass: () => void } {
-    const after = this.#orderTails.get(key) ?? null;
-    const gate = Promise.withResolvers<void>();
-    this.#orderTails.set(key, gate.promise);
-    let passed = false;
-    return {
-      after,
-      pass: () => {
-        if (passed) return;
-        passed = true;
-        if (this.#orderTails.get(key) === gate.promise) this.#orderTails.delete(key);
-        gate.resolve();
-      },
-    };
-  }
-
-  #release(lane: Lane): void {
-    lane.active--;
-    const next = lane.queue.shift();
-    if (next) next();
-  }
-
   /** Starts or queues a request; returns a promise only for inline requests. */
   #dispatch(req: JsonRpcRequest): Promise<void> | null {
     const inline = this.#options.inline?.(req.method) ?? false;
-    const lane = this.#lane(inline ? "\0inline" : this.#options.laneOf?.(req.method) ?? "default");
+    const scheduler = this.#scheduler;
+    const lane = scheduler.lane(
+      inline ? "\0inline" : this.#options.laneOf?.(req.method) ?? "default",
+    );
     const key = this.#options.orderKey?.(req.method, req.params) ?? null;
-    const turn = key === null ? null : this.#takeTurn(key);
+    const turn = key === null ? null : scheduler.takeTurn(key);
     const start = () => {
-      const waiting = this.#acquire(lane);
+      const waiting = scheduler.acquire(lane);
       return waiting === null
         ? this.#run(req, lane, turn)
         : waiting.then(() => this.#run(req, lane, turn));
     };
-    let run: Promise<void>;
-    if (turn?.after) {
-      // Its turn comes after an earlier request about the same thing; it
-      // counts as queued (a flood of them stops reading) until then.
-      this.#queued++;
-      run = turn.after.then(() => {
-        this.#unqueue();
-        return start();
-      });
-    } else {
-      run = start();
-    }
+    // Its turn may come after an earlier request about the same thing.
+    const run = turn?.after ? turn.after.then(start) : start();
     this.#inFlight.add(run);
     run.finally(() => this.#inFlight.delete(run));
     return inline ? run : null;
@@ -520,12 +441,12 @@ export class RpcPeer {
         turn?.pass();
         if (holding) {
           holding = false;
-          this.#release(lane);
+          this.#scheduler.release(lane);
         }
         try {
           return await wait;
         } finally {
-          const again = this.#acquire(lane);
+          const again = this.#scheduler.acquire(lane);
           if (again !== null) await again;
           holding = true;
         }
@@ -536,7 +457,7 @@ export class RpcPeer {
       turn?.pass();
       if (holding) {
         holding = false;
-        this.#release(lane);
+        this.#scheduler.release(lane);
       }
     };
     const tracer = this.#options.tracer;
