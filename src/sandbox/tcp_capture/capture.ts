@@ -37,7 +37,14 @@ export const CAPTURE_ADDRESSES = { 4: "192.0.2.1", 6: "2001:db8::1" } as const;
  * to them is captured like any other address).
  */
 const PEER_ADDRESSES = { 4: "198.18.0.1", 6: "2001:2::1" } as const;
-const MTU = 1500;
+/**
+ * The device's MTU: the largest a TUN device takes, so the kernel's TCP
+ * sends up to 64 KiB per packet through it — each packet is one FFI read
+ * here, and at 1500 bytes that read rate capped a download at ~20 MiB/s
+ * (the reference, with 1500: ~140; at 64 KiB: 250–340; see
+ * `bench/transparent_tcp_bench.ts`).
+ */
+const MTU = 65_535;
 /** How long a new address may take to become usable (see {@linkcode listenOnNewAddress}). */
 const ADDRESS_READY_MS = 10_000;
 
