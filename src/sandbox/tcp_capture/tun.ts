@@ -146,14 +146,12 @@ export class Tun {
    * valid until the next call: handle them before reading again.
    */
   async read(): Promise<Uint8Array | null> {
-    {
-      if (this.#closed) return null;
-      const n = Number(await this.#libc.read(this.#fd, this.#buffer, BigInt(READ_SIZE)));
-      if (n > 0) return this.#buffer.subarray(0, n);
-      if (this.#closed) return null;
-      // errno belongs to the thread the read ran on: not readable here.
-      throw new Error(`reading the TUN device failed (${n === 0 ? "end of file" : "error"})`);
-    }
+    if (this.#closed) return null;
+    const n = Number(await this.#libc.read(this.#fd, this.#buffer, BigInt(READ_SIZE)));
+    if (n > 0) return this.#buffer.subarray(0, n);
+    if (this.#closed) return null;
+    // errno belongs to the thread the read ran on: not readable here.
+    throw new Error(`reading the TUN device failed (${n === 0 ? "end of file" : "error"})`);
   }
 
   /** Hands `packet` to the namespace (a TUN write takes a whole packet or nothing). */
