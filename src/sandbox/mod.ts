@@ -93,7 +93,13 @@ export function prepareSandbox(
 ): PreparedSandbox | null {
   if (!sandbox) return null;
   let plan = resolveSandbox(sandbox, context);
-  if (!plan) return null;
+  if (!plan) {
+    if (!route) return null;
+    // No filesystem confinement asked for, but the managed network is
+    // enforced (or raw TCP captured): the network is confined all the same,
+    // as the reference confines it — never a run with direct network access.
+    plan = { fileSystem: "unrestricted", network: "restricted", key: "unrestricted|restricted" };
+  }
   requireSandboxSupport();
   let proxyRoute: ProxyRoute | null = null;
   if (route) {

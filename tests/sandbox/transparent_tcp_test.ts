@@ -222,3 +222,54 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "managed network with a policy that disables the sandbox: the network is still confined (enforced: unreachable, as the reference; captured: through the policy, where the reference's helper panics)",
+  ignore: !tcpCaptureSupport().available,
+  fn: async () => {
+    const disabled = {
+      permissions: { type: "disabled" },
+      cwd: "file:///tmp",
+      workspaceRoots: [],
+      windowsSandboxLevel: "disabled",
+      windowsSandboxProxySettingsMode: "reconcile",
+      useLegacyLandlock: false,
+    };
+    const script = `grep CapEff /proc/self/status; ` +
+      `bash -c 'exec 3<>/dev/tcp/203.0.113.7/80 && cat <&3' 2>&1; echo rc=$?`;
+    const deny = { result: { decision: { type: "deny", reason: "no" } } };
+    const enforced: Record<string, string> = {};
+    for (const named of [oursServer(), referenceServer()]) {
+      if (!named) continue;
+      await using server = named.server;
+      const c = server.client;
+      await c.initialize();
+      const run = await runWithProxy(c, script, { proxy: PROXY }, deny, {
+        sandbox: disabled,
+        enforceManagedNetwork: true,
+      });
+      enforced[named.name] = run.stdout;
+      if (named.name === "ours") {
+        const captured = await runWithProxy(
+          c,
+          script,
+          { policyDecisionTimeoutMs: 10_000, proxy: { ...PROXY, transparentTcp: true } },
+          deny,
+          { sandbox: disabled },
+        );
+        assertEquals(
+          resets(captured.stdout),
+          "CapEff:\t0000000000000000\ncat: -: Connection reset by peer\nrc=1\n",
+        );
+        assertEquals(captured.asked.map((a) => a.request.host), ["203.0.113.7"]);
+      }
+    }
+    assertEquals(
+      enforced.ours,
+      "CapEff:\t0000000000000000\nbash: connect: Network is unreachable\n" +
+        "bash: line 1: /dev/tcp/203.0.113.7/80: Network is unreachable\nrc=1\n",
+    );
+    if (enforced.reference) assertEquals(enforced.reference, enforced.ours);
+  },
+});
