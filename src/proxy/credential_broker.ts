@@ -182,9 +182,10 @@ export class CredentialBroker {
     for (const entry of this.#byStandIn.values()) {
       const h = entry.header;
       if (!h || h.name !== name || !value.startsWith(h.prefix)) continue;
-      const real = this.#real(value.slice(h.prefix.length), target, "header");
-      if (real !== null && this.#byStandIn.get(value.slice(h.prefix.length)) === entry) {
-        return h.prefix + real;
+      // The stand-in after the prefix must be this entry's own.
+      const candidate = value.slice(h.prefix.length);
+      if (this.#byStandIn.get(candidate) === entry && entry.accepts(target, "header")) {
+        return h.prefix + entry.real;
       }
     }
     return null;

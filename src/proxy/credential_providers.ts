@@ -24,7 +24,7 @@
  */
 
 import type { CredentialAuthScheme, CredentialProviderConfig } from "../protocol/types.ts";
-import { normalizeHost } from "../util/host.ts";
+import { bracketHost, formatHostPort, normalizeHost } from "../util/host.ts";
 
 /** Where a request goes, as the broker sees it. */
 export interface BrokerTarget {
@@ -73,6 +73,8 @@ const MAX_STAND_IN = 4096;
 
 interface Prefix {
   readonly origin: string;
+  /** Its host, normalised (the TLS the proxy intercepts). */
+  readonly host: string;
   readonly path: string;
 }
 
@@ -86,12 +88,12 @@ function httpsPrefix(text: string | undefined): Prefix | null {
     return null;
   }
   if (url.protocol !== "https:" || url.username || url.password) return null;
-  return { origin: url.origin, path: url.pathname + url.search };
+  return { origin: url.origin, host: normalizeHost(url.hostname), path: url.pathname + url.search };
 }
 
 function targetOrigin(target: BrokerTarget): string {
-  const host = target.host.includes(":") ? `[${target.host}]` : target.host;
-  return target.port === 443 ? `https://${host}` : `https://${host}:${target.port}`;
+  const { host, port } = target;
+  return `https://${port === 443 ? bracketHost(host) : formatHostPort(host, port)}`;
 }
 
 function wholeMatch(source: string): RegExp | null {
@@ -147,25 +149,22 @@ export async function provideCredentials(
       whole: wholeMatch(source),
     }));
     if (patterns.length === 0 || patterns.some((p) => !p.whole || p.whole.test(""))) continue;
-    const prefixes = [
+    const parsed = [
       ...(provider.url_prefixes ?? []).map(httpsPrefix),
       ...(provider.url_prefix_from_env ? [httpsPrefix(env[provider.url_prefix_from_env])] : []),
     ];
-    if (prefixes.length === 0 || prefixes.some((p) => p === null)) continue;
+    const prefixes = parsed.filter((p): p is Prefix => p !== null);
+    if (prefixes.length === 0 || prefixes.length !== parsed.length) continue;
     const schemes = new Set<CredentialAuthScheme>(provider.auth ?? ["bearer"]);
     if (schemes.has("header") && !provider.header) continue;
     const header = schemes.has("header")
       ? { name: provider.header!.toLowerCase(), prefix: provider.prefix ?? "" }
       : null;
-    const hosts = new Set(
-      (prefixes as Prefix[]).map((p) => normalizeHost(new URL(p.origin).hostname)),
-    );
+    const hosts = new Set(prefixes.map((p) => p.host));
     const accepts = (target: BrokerTarget, scheme: CredentialAuthScheme) => {
       if (!schemes.has(scheme)) return false;
       const origin = targetOrigin(target);
-      return (prefixes as Prefix[]).some((p) =>
-        p.origin === origin && target.path.startsWith(p.path)
-      );
+      return prefixes.some((p) => p.origin === origin && target.path.startsWith(p.path));
     };
     for (const variable of variables) {
       const real = env[variable];

@@ -22,6 +22,7 @@
 
 import { acceptConnections, type ConnectionLoop } from "../../util/accept_loop.ts";
 import { relay } from "../../util/conn_io.ts";
+import { delay } from "../../util/async.ts";
 import { socks5Connect } from "../../socks5/wire.ts";
 import { TcpNat } from "./nat.ts";
 import { ipBytes } from "../../util/host.ts";
@@ -116,7 +117,7 @@ async function listenOnNewAddress(hostname: string): Promise<Deno.Listener> {
     } catch (error) {
       if (!(error instanceof Deno.errors.AddrNotAvailable) || Date.now() > deadline) throw error;
     }
-    await new Promise((resolve) => setTimeout(resolve, wait));
+    await delay(wait);
   }
 }
 

@@ -252,18 +252,12 @@ export class TcpNat {
     if (sport === this.#listenerPort && equal(b, dstAt, this.#peer)) {
       this.#fromListener(bytes, t, dport, flags, emit);
     } else {
-      this.#fromProgram(
-        bytes,
-        t,
-        b.slice(dstAt, dstAt + layout.addressLength),
-        sport,
-        dport,
-        flags,
-        emit,
-      );
+      const dst = b.subarray(dstAt, dstAt + layout.addressLength);
+      this.#fromProgram(bytes, t, dst, sport, dport, flags, emit);
     }
   }
 
+  /** `dst` is a view into `b` (copied only when a connection opens). */
   #fromProgram(
     b: Uint8Array,
     t: number,
@@ -340,7 +334,7 @@ export class TcpNat {
     this.#nextPort = peerPort >= 65_535 ? 1024 : peerPort + 1;
     const flow: Flow = {
       key,
-      dst,
+      dst: dst.slice(),
       clientPort,
       host: ipFromBytes(dst),
       port,

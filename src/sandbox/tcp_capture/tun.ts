@@ -46,7 +46,7 @@ const RTMSG_METRIC = 56;
 const RTMSG_FLAGS = 72;
 const RTMSG_IFINDEX = 76;
 
-/** Largest packet read at once (the device's MTU is far below). */
+/** Largest packet read at once (at least the device's MTU, 65 535 at most). */
 const READ_SIZE = 65_536;
 
 function ifreq(name: string): Uint8Array {

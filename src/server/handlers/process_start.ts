@@ -209,8 +209,8 @@ export async function startProcess(
   let env = computeChildEnv(p.env, p.envPolicy, () => Deno.env.toObject());
   // enforceManagedNetwork: a sandbox's only way out is the proxy (none: no
   // way out). Transparent TCP routes it there too, and captures raw TCP.
+  const capture = asked || (p.enforceManagedNetwork && server.options.sandboxTransparentTcp);
   const routeTo = (proxy: ManagedNetworkEnv | null): ManagedRoute | null => {
-    const capture = asked || (p.enforceManagedNetwork && server.options.sandboxTransparentTcp);
     if (!p.enforceManagedNetwork && !capture) return null;
     const context = proxy?.managedNetworkContext?.();
     if (capture && context && !context.socksPort) {
