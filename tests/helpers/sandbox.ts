@@ -168,8 +168,14 @@ export function oursServer(args: string[] = [], env: Record<string, string> = {}
   };
 }
 
-/** The reference over stdio, or null (with a visible note) when it is not installed. */
-export function referenceServer(): NamedServer | null {
+/**
+ * The reference over stdio (with `args` and `env` as {@linkcode oursServer}
+ * takes them), or null (with a visible note) when it is not installed.
+ */
+export function referenceServer(
+  args: string[] = [],
+  env: Record<string, string> = {},
+): NamedServer | null {
   const bin = referenceBin();
   if (!bin) {
     console.warn("note: reference exec-server not found (CODEX_REFERENCE_BIN); ours only");
@@ -177,8 +183,9 @@ export function referenceServer(): NamedServer | null {
   }
   return {
     name: "reference",
-    server: spawnCommandServer(bin, ["exec-server", "--listen", "stdio"], {
+    server: spawnCommandServer(bin, ["exec-server", "--listen", "stdio", ...args], {
       CODEX_HOME: referenceHome(),
+      ...env,
     }),
   };
 }

@@ -4,15 +4,10 @@
 // reference. What goes on the wire is in credential_masking_test.ts.
 
 import { assert, assertEquals, assertMatch } from "../helpers/assert.ts";
-import {
-  CLI,
-  INHERIT_ALL,
-  type Msg,
-  readProcessOutput,
-  spawnCommandServer,
-} from "../helpers/wire_client.ts";
+import { INHERIT_ALL, type Msg, readProcessOutput } from "../helpers/wire_client.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { launchedProxy } from "../helpers/proxy.ts";
+import { oursServer, referenceServer } from "../helpers/sandbox.ts";
 
 const REAL = {
   MY_TOKEN: "myt_abcdefghijklmnopqrst",
@@ -52,27 +47,13 @@ const CASES: Array<[string, Msg, boolean]> = [
   ["header auth with one", { my: { ...VALID, auth: ["header"], header: "X-Key" } }, true],
 ];
 
-function server(kind: "ours" | "reference") {
-  const env = { ...REAL, CODEX_HOME: referenceHome() };
-  return kind === "ours"
-    ? spawnCommandServer(Deno.execPath(), [
-      "run",
-      "-A",
-      CLI,
-      "serve",
-      "--listen",
-      "stdio",
-      "--log-level",
-      "error",
-    ], env)
-    : spawnCommandServer(referenceBin()!, ["exec-server", "--listen", "stdio"], env);
-}
-
 const proxy = (credentialProviders: unknown) =>
   launchedProxy({ credentialMasking: true, credentialProviders });
 
 async function observe(kind: "ours" | "reference") {
-  await using s = server(kind);
+  // A home of its own for ours too: masking mints its CA there.
+  const env = { ...REAL, CODEX_HOME: referenceHome() };
+  await using s = (kind === "ours" ? oursServer([], env) : referenceServer([], env)!).server;
   const c = s.client;
   await c.initialize();
   const info = await c.call("environment/info", {});

@@ -6,9 +6,9 @@
 
 import { assertEquals } from "../helpers/assert.ts";
 import { launchedProxy, runWithProxy } from "../helpers/proxy.ts";
-import { oursServer } from "../helpers/sandbox.ts";
+import { oursServer, referenceServer } from "../helpers/sandbox.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
-import { type Msg, spawnCommandServer } from "../helpers/wire_client.ts";
+import type { Msg } from "../helpers/wire_client.ts";
 import { relay } from "../../src/util/conn_io.ts";
 
 const PROXY = launchedProxy({
@@ -70,18 +70,7 @@ Deno.test("tcp upstream: SOCKS5 TCP goes through the mandatory CONNECT proxy, lo
     curlSocks(`http://127.0.0.1:${origin.addr.port}/loopback`),
     curlSocks("http://192.168.7.7/private"),
   ].join("; ");
-  const bin = referenceBin();
-  const servers = [
-    oursServer(flag),
-    ...(bin
-      ? [{
-        name: "reference",
-        server: spawnCommandServer(bin, ["exec-server", "--listen", "stdio", ...flag], {
-          CODEX_HOME: referenceHome(),
-        }),
-      }]
-      : []),
-  ];
+  const servers = [oursServer(flag), referenceServer(flag)].filter((s) => s !== null);
   const seen: Record<string, Msg> = {};
   try {
     for (const named of servers) {

@@ -7,15 +7,9 @@
 
 import { assert, assertEquals } from "../helpers/assert.ts";
 import { launchedProxy, runWithProxy } from "../helpers/proxy.ts";
-import {
-  type NamedServer,
-  oursServer,
-  READ_ONLY,
-  referenceServer,
-  sandboxContext,
-} from "../helpers/sandbox.ts";
-import { referenceBin, referenceHome, scratchRoot } from "../helpers/reference.ts";
-import { type Msg, spawnCommandServer } from "../helpers/wire_client.ts";
+import { oursServer, READ_ONLY, referenceServer, sandboxContext } from "../helpers/sandbox.ts";
+import { scratchRoot } from "../helpers/reference.ts";
+import type { Msg } from "../helpers/wire_client.ts";
 import { tcpCaptureSupport } from "../../src/sandbox/mod.ts";
 
 const PROXY = launchedProxy();
@@ -41,17 +35,6 @@ function resets(text: string): string {
     /bash: connect: Connection reset by peer\nbash: line 1: \/dev\/tcp\/[^\n]*: Connection reset by peer\n/g,
     "cat: -: Connection reset by peer\n",
   );
-}
-
-function referenceWith(args: string[]): NamedServer | null {
-  const bin = referenceBin();
-  if (!bin) return null;
-  return {
-    name: "reference",
-    server: spawnCommandServer(bin, ["exec-server", "--listen", "stdio", ...args], {
-      CODEX_HOME: referenceHome(),
-    }),
-  };
 }
 
 Deno.test({
@@ -153,7 +136,7 @@ Deno.test({
     const flag = ["--linux-sandbox-transparent-tcp"];
     try {
       const outcomes: Record<string, string[]> = {};
-      for (const named of [oursServer(flag), referenceWith(flag)]) {
+      for (const named of [oursServer(flag), referenceServer(flag)]) {
         if (!named) continue;
         await using server = named.server;
         const c = server.client;
