@@ -8,6 +8,7 @@
 
 import { createHash } from "node:crypto";
 import { concatBytes } from "../util/bytes.ts";
+import type { ByteReader } from "../util/conn_io.ts";
 
 /** A parsed request or response head. */
 export interface MessageHead {
@@ -48,6 +49,33 @@ const LATE_TIMER_MS = 250;
 /** Then pending reads get this long (again, while timers keep firing late). */
 const LATE_GRACE_MS = 1000;
 
+/** Where {@linkcode readHead} takes its bytes from: a stream's reader, or {@linkcode directReads}. */
+export interface HeadReader {
+  /** The next bytes, or `done` at the end. */
+  read(): Promise<ReadableStreamReadResult<Uint8Array>>;
+}
+
+/** Bytes read per call by {@linkcode directReads}. */
+const DIRECT_READ_BYTES = 4096;
+
+/**
+ * A connection's bytes through its own `read` calls, without the stream
+ * machinery a `conn.readable` reader sets up (two streams, their queues,
+ * controllers and promises per connection, and a 64 KiB buffer per read):
+ * what a listener with thousands of connections pays for each of them.
+ */
+export function directReads(conn: ByteReader): HeadReader {
+  return {
+    async read() {
+      const buffer = new Uint8Array(DIRECT_READ_BYTES);
+      const n = await conn.read(buffer);
+      return n === null
+        ? { done: true, value: undefined }
+        : { done: false, value: buffer.subarray(0, n) };
+    },
+  };
+}
+
 /**
  * Reads one message head from `reader`. Fails with 431 past `maxBytes`, with
  * 408 after `timeoutMs` (default 30 s: a client opening thousands of
@@ -55,7 +83,7 @@ const LATE_GRACE_MS = 1000;
  * malformed head or early EOF.
  */
 export async function readHead(
-  reader: ReadableStreamDefaultReader<Uint8Array>,
+  reader: HeadReader,
   options: { maxBytes?: number; timeoutMs?: number } = {},
 ): Promise<MessageHead> {
   const maxBytes = options.maxBytes ?? 16 * 1024;

@@ -18,7 +18,8 @@
 import type { Logger } from "../log/logger.ts";
 import { webSocketConnection } from "../jsonrpc/websocket_adapter.ts";
 import { acceptWebSocket, upgradeProblem, type WebSocketLimits } from "../websocket/handshake.ts";
-import { encodeResponse, HttpHeadError, readHead } from "../http1/head.ts";
+import { directReads, encodeResponse, HttpHeadError, readHead } from "../http1/head.ts";
+import { writeAll } from "../util/conn_io.ts";
 import type { ExecServer } from "./exec_server.ts";
 import { checkWebSocketAuth, type WebSocketAuth } from "./ws_auth.ts";
 import { acceptConnections } from "../util/accept_loop.ts";
@@ -97,12 +98,9 @@ export function listenWebSocket(
   ): Promise<void> {
     const remote = conn.remoteAddr as Deno.NetAddr;
     const peerLabel = `${bracketHost(remote.hostname)}:${remote.port}`;
-    const reader = conn.readable.getReader();
-    const writer = conn.writable.getWriter();
     const respond = async (status: number, headers: Record<string, string> = {}, body = "") => {
-      await writer.write(encodeResponse(status, headers, body)).catch(() => {});
-      await writer.close().catch(() => {});
-      reader.cancel().catch(() => {});
+      await writeAll(conn, encodeResponse(status, headers, body)).catch(() => {});
+      await conn.closeWrite().catch(() => {});
       release();
       try {
         conn.close();
@@ -110,7 +108,7 @@ export function listenWebSocket(
     };
     let head;
     try {
-      head = await readHead(reader);
+      head = await readHead(directReads(conn));
     } catch (error) {
       if (error instanceof HttpHeadError) return respond(error.status, {}, error.message);
       return respond(400);
@@ -132,7 +130,7 @@ export function listenWebSocket(
       logger.info("ws.unauthorized", { peer: peerLabel, reason: denied });
       return respond(401, { "content-type": "text/plain; charset=utf-8" }, denied);
     }
-    const channel = await acceptWebSocket(conn, writer, reader, head, limits, true);
+    const channel = await acceptWebSocket(conn, head, limits, true);
     const connection = webSocketConnection(channel, {
       label: `ws ${peerLabel}`,
       parseErrorPrefix:

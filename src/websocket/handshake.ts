@@ -13,11 +13,13 @@ import {
 } from "./channel.ts";
 import {
   acceptKey,
+  directReads,
   encodeResponse,
   HttpHeadError,
   type MessageHead,
   readHead,
 } from "../http1/head.ts";
+import { type ByteWriter, writeAll } from "../util/conn_io.ts";
 
 /** Limits and timers shared by both roles. */
 export type WebSocketLimits = Omit<WebSocketChannelOptions, "role" | "leftover">;
@@ -47,21 +49,20 @@ export function upgradeProblem(head: MessageHead): { status: number; body: strin
  * checked with {@linkcode upgradeProblem}, and returns the channel.
  */
 export async function acceptWebSocket(
-  conn: ByteDuplex,
-  writer: WritableStreamDefaultWriter<Uint8Array>,
-  reader: ReadableStreamDefaultReader<Uint8Array>,
+  conn: ByteDuplex & ByteWriter,
   head: MessageHead,
   limits: WebSocketLimits & Pick<PooledChannelOptions, "payloadPool"> = {},
   reusableWrites = false,
 ): Promise<WebSocketChannel> {
   const key = head.headers.get("sec-websocket-key")!;
-  await writer.write(encodeResponse(101, {
-    upgrade: "websocket",
-    connection: "Upgrade",
-    "sec-websocket-accept": acceptKey(key),
-  }));
-  writer.releaseLock();
-  reader.releaseLock();
+  await writeAll(
+    conn,
+    encodeResponse(101, {
+      upgrade: "websocket",
+      connection: "Upgrade",
+      "sec-websocket-accept": acceptKey(key),
+    }),
+  );
   return new WebSocketChannel(conn, {
     ...limits,
     role: "server",
@@ -154,11 +155,9 @@ async function dial(
     `sec-websocket-key: ${key}\r\nsec-websocket-version: 13\r\n`;
   for (const [name, value] of headers) request += `${name}: ${value}\r\n`;
   request += "\r\n";
-  const writer = conn.writable.getWriter();
-  const reader = conn.readable.getReader();
   try {
-    await writer.write(new TextEncoder().encode(request));
-    const head = await readHead(reader, { timeoutMs });
+    await writeAll(conn, new TextEncoder().encode(request));
+    const head = await readHead(directReads(conn), { timeoutMs });
     const status = Number(head.startLine[1]);
     if (status !== 101) {
       const body = new TextDecoder().decode(head.leftover).slice(0, 500);
@@ -171,8 +170,6 @@ async function dial(
     if (head.headers.get("sec-websocket-accept") !== acceptKey(key)) {
       throw new WebSocketHandshakeError(`WebSocket upgrade to ${shown} returned a bad accept key`);
     }
-    writer.releaseLock();
-    reader.releaseLock();
     signal.removeEventListener("abort", abort);
     return new WebSocketChannel(conn, {
       ...options,

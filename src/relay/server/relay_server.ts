@@ -13,7 +13,8 @@
 
 import { acceptWebSocket, upgradeProblem } from "../../websocket/handshake.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
-import { encodeResponse, HttpHeadError, readHead } from "../../http1/head.ts";
+import { directReads, encodeResponse, HttpHeadError, readHead } from "../../http1/head.ts";
+import { writeAll } from "../../util/conn_io.ts";
 import { RELAY_WEBSOCKET_MAX } from "../wire/frame.ts";
 import { PayloadPool } from "../../websocket/frame.ts";
 import { handleRegistryRequest } from "./registry_api.ts";
@@ -94,8 +95,8 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
   });
 
   async function handle(conn: Deno.Conn): Promise<void> {
-    const reader = conn.readable.getReader();
-    const writer = conn.writable.getWriter();
+    const reader = directReads(conn);
+    const send = (bytes: Uint8Array) => writeAll(conn, bytes);
     let upgraded = false;
     try {
       const head = await readHead(reader, { maxBytes: 16 * 1024 });
@@ -112,17 +113,17 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
             : error instanceof StoreUnavailableError
             ? new RendezvousRejection(503, "store_unavailable")
             : new RendezvousRejection(400, "malformed_query");
-          await writer.write(
+          await send(
             encodeResponse(r.status, { "x-codex-rendezvous-rejection-reason": r.reason }, ""),
           );
           return;
         }
         const problem = upgradeProblem(head);
         if (problem) {
-          await writer.write(encodeResponse(problem.status, {}, problem.body));
+          await send(encodeResponse(problem.status, {}, problem.body));
           return;
         }
-        const channel = await acceptWebSocket(conn, writer, reader, head, {
+        const channel = await acceptWebSocket(conn, head, {
           maxFrameBytes: RELAY_WEBSOCKET_MAX,
           maxMessageBytes: RELAY_WEBSOCKET_MAX,
           pingIntervalMs: 30_000,
@@ -137,7 +138,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
       if (method === "GET" && path === "/readyz") {
         // Ready when the store answers: a node without it can route nothing new.
         const health = await store.health();
-        await writer.write(
+        await send(
           encodeResponse(
             health.ok ? 200 : 503,
             { "content-type": "text/plain" },
@@ -148,7 +149,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
       }
       const length = Number(head.headers.get("content-length") ?? "0");
       if (!Number.isInteger(length) || length < 0 || length > MAX_BODY) {
-        await writer.write(
+        await send(
           json(413, { error: { code: "body_too_large", message: "request body too large" } }),
         );
         return;
@@ -167,7 +168,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
         try {
           parsed = JSON.parse(new TextDecoder().decode(body.subarray(0, length)));
         } catch {
-          await writer.write(
+          await send(
             json(400, { error: { code: "invalid_json", message: "the body is not JSON" } }),
           );
           return;
@@ -181,16 +182,16 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
         parsed,
       );
       if (!result) {
-        await writer.write(
+        await send(
           json(404, { error: { code: "not_found", message: "no such endpoint" } }),
         );
         return;
       }
-      await writer.write(json(result.status, result.body));
+      await send(json(result.status, result.body));
     } catch (error) {
       if (error instanceof StoreUnavailableError) {
         logger.warn("relay.store_unavailable", { error: error.message });
-        await writer.write(
+        await send(
           json(503, {
             error: {
               code: "store_unavailable",
@@ -204,10 +205,10 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
       }
       const status = error instanceof HttpHeadError ? error.status : 500;
       logger.debug("relay.request_failed", { error: (error as Error).message });
-      await writer.write(encodeResponse(status, {}, "")).catch(() => {});
+      await send(encodeResponse(status, {}, "")).catch(() => {});
     } finally {
       if (!upgraded) {
-        await writer.close().catch(() => {});
+        await conn.closeWrite().catch(() => {});
         try {
           conn.close();
         } catch { /* closed */ }
