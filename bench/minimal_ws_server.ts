@@ -85,7 +85,7 @@ function serveSocket(ws: WebSocket): void {
 
 Deno.serve({
   hostname: "127.0.0.1",
-  port: 0,
+  port: Deno.args.includes("--port") ? Number(Deno.args[Deno.args.indexOf("--port") + 1]) : 0,
   onListen: ({ port }) => console.log(`ws://127.0.0.1:${port}`),
 }, (request) => {
   const { socket, response } = Deno.upgradeWebSocket(request);

@@ -88,6 +88,12 @@ export interface ManagedProcessOptions {
    * every byte.
    */
   readonly denial?: DenialObserver;
+  /**
+   * Called as each chunk of output arrives (the server's memory trimmer
+   * counts streaming as work: trimming mid-stream hands back pages the next
+   * reads fault in again).
+   */
+  readonly onOutput?: () => void;
 }
 
 /** Watches a sandboxed child's output for signs that the sandbox refused something. */
@@ -101,7 +107,8 @@ export interface DenialObserver {
 /**
  * Output read sizes: an idle process waits with FIRST_READ bytes per stream
  * (a thousand idle sessions would otherwise hold 128 MiB of empty buffers);
- * reads that fill the buffer grow it fourfold up to CHUNK.
+ * a read that fills it moves to CHUNK (64 KiB of output in two notifications,
+ * not three or four).
  */
 const FIRST_READ = 4 * 1024;
 const CHUNK = 64 * 1024;
@@ -144,6 +151,7 @@ export class ManagedProcess {
   #denial: DenialObserver | null;
   #sandboxDenied = false;
   #releaseGroup: (() => void) | null;
+  #onOutput: (() => void) | null;
 
   /** Wraps a spawned child and starts pumping its output. */
   constructor(options: ManagedProcessOptions) {
@@ -158,6 +166,7 @@ export class ManagedProcess {
     this.#terminal = options.terminal ?? null;
     this.#confined = options.confined ?? null;
     this.#releaseGroup = options.releaseGroup ?? null;
+    this.#onOutput = options.onOutput ?? null;
     const stdin = options.child.stdin?.getWriter();
     stdin?.closed.catch(() => {});
     this.#stdin = stdin ? new StdinQueue(stdin, options.stdinQueue) : null;
@@ -311,7 +320,7 @@ export class ManagedProcess {
         if (byob !== null) {
           const { value, done } = await byob.read(new Uint8Array(buffer));
           if (done || value === undefined) break;
-          if (value.byteLength === size && size < CHUNK) size = Math.min(size * 4, CHUNK);
+          if (value.byteLength === size) size = CHUNK;
           if (value.byteLength < SMALL) {
             // Keep small chunks compact; reuse the buffer for the next read.
             chunk = value.slice();
@@ -328,6 +337,7 @@ export class ManagedProcess {
           chunk = value;
         }
         if (chunk.byteLength > 0) {
+          this.#onOutput?.();
           this.#denial?.observe(chunk);
           this.#emit({ kind: "output", stream: name, chunk });
         }

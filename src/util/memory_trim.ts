@@ -149,13 +149,13 @@ export class MemoryTrimmer {
     this.#backoff = this.#checkMs;
   }
 
-  /** Notes that work happened (cheap: call it per request). */
-  note(): void {
+  /** Notes that work happened (cheap: call it per request; bound, so it can be passed on). */
+  readonly note = (): void => {
     this.#lastWork = this.#now();
     if (this.#timer === undefined && !this.#closed && this.#trimFn !== null) {
       this.#arm(this.#checkMs);
     }
-  }
+  };
 
   #arm(delay: number): void {
     // One check at a time: work noted while a trim runs has armed it already.

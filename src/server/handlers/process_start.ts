@@ -407,6 +407,7 @@ async function launchChild(
     ...(started.terminal ? { terminal: started.terminal } : {}),
     ...(started.confined ? { confined: started.confined } : {}),
     ...(sandbox ? { denial: new DenialDetector() } : {}),
+    onOutput: server.trimmer.note,
   });
   session.addProcess(process);
   // Its pipes' buffers are freed when it ends: give them back then.
