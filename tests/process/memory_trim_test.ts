@@ -126,3 +126,32 @@ Deno.test("memory trim: after a trim that returned little, no timer is left behi
   assertEquals(state.trims, 1);
   await trimmer.close();
 });
+
+Deno.test("memory trim: a process's output counts as work (no trim while it streams)", async () => {
+  const { spawnChild } = await import("../../src/process/spawn.ts");
+  const { ManagedProcess } = await import("../../src/process/managed_process.ts");
+  let chunks = 0;
+  const process = new ManagedProcess({
+    id: "streaming",
+    child: spawnChild({
+      argv: ["sh", "-c", "for i in 1 2 3; do head -c 100000 /dev/zero; sleep 0.05; done"],
+      cwd: "/",
+      env: { PATH: "/usr/bin:/bin" },
+      stdin: "null",
+    }),
+    onOutput: () => chunks++,
+  });
+  await process.finished;
+  await process.dispose();
+  let bytes = 0;
+  let events = 0;
+  for (const event of process.log.undelivered()) {
+    if (event.kind !== "output") continue;
+    bytes += event.chunk.length;
+    events++;
+  }
+  assertEquals(bytes, 300000);
+  // Once per chunk, however the reads fell (at least one per write burst).
+  assertEquals(chunks, events);
+  assertEquals(chunks >= 3, true, `onOutput ran ${chunks} times`);
+});
