@@ -98,7 +98,10 @@ export interface ManagedProcessOptions {
 
 /** Watches a sandboxed child's output for signs that the sandbox refused something. */
 export interface DenialObserver {
-  /** Sees one chunk of output (either stream, in arrival order). */
+  /**
+   * Sees one chunk of output (either stream, in arrival order). The bytes
+   * are the read buffer's, read into again afterwards: copy what is kept.
+   */
   observe(chunk: Uint8Array): void;
   /** The verdict once the child has exited with `exitCode`. */
   denied(exitCode: number): boolean;
@@ -112,8 +115,6 @@ export interface DenialObserver {
  */
 const FIRST_READ = 4 * 1024;
 const CHUNK = 64 * 1024;
-/** Smaller chunks are copied out and the read buffer reused. */
-const SMALL = 16 * 1024;
 
 /** See the module documentation. */
 export class ManagedProcess {
@@ -320,17 +321,11 @@ export class ManagedProcess {
         if (byob !== null) {
           const { value, done } = await byob.read(new Uint8Array(buffer));
           if (done || value === undefined) break;
-          if (value.byteLength === size) size = CHUNK;
-          if (value.byteLength < SMALL) {
-            // Keep small chunks compact; reuse the buffer for the next read.
-            chunk = value.slice();
-            buffer = value.buffer.byteLength === size
-              ? value.buffer as ArrayBuffer
-              : new ArrayBuffer(size);
-          } else {
-            chunk = value;
-            buffer = new ArrayBuffer(size);
-          }
+          chunk = value;
+          // The log copies what it keeps: the same buffer takes the next read.
+          buffer = value.byteLength === size && size < CHUNK
+            ? new ArrayBuffer(size = CHUNK)
+            : value.buffer as ArrayBuffer;
         } else {
           const { value, done } = await reader!.read();
           if (done) break;

@@ -15,6 +15,7 @@
  */
 
 import type { OutputStream } from "../protocol/types.ts";
+import { ChunkArena } from "./chunk_arena.ts";
 
 /** One output chunk. */
 export interface OutputEvent {
@@ -24,7 +25,10 @@ export interface OutputEvent {
   readonly seq: number;
   /** Source stream. */
   readonly stream: OutputStream;
-  /** The bytes. */
+  /**
+   * The bytes. In a log's events, a view of the log's own copy that stays
+   * valid while the event is retained: copy what must outlive that.
+   */
   readonly chunk: Uint8Array;
 }
 
@@ -145,6 +149,8 @@ export class OutputLog {
   readonly #budget: HistoryBudget | undefined;
   /** History bytes last reported to the budget. */
   #charged = 0;
+  /** The output bytes (copied in at append, released as events are dropped). */
+  readonly #arena = new ChunkArena();
 
   /** Creates an empty log. */
   constructor(limits: OutputLogLimits = {}) {
@@ -204,9 +210,15 @@ export class OutputLog {
     return this.#undeliveredBytes;
   }
 
-  /** Assigns the next `seq` to `event`, stores it and wakes waiters. */
+  /**
+   * Assigns the next `seq` to `event`, stores it (output bytes are copied:
+   * the caller may reuse its buffer) and wakes waiters.
+   */
   append(event: NewProcessEvent): ProcessEvent {
-    const full = { ...event, seq: this.#nextSeq++ } as ProcessEvent;
+    const full =
+      (event.kind === "output"
+        ? { ...event, chunk: this.#arena.store(event.chunk), seq: this.#nextSeq++ }
+        : { ...event, seq: this.#nextSeq++ }) as ProcessEvent;
     this.#entries.push(full);
     const size = bytesOf(full);
     this.#retainedBytes += size;
@@ -342,6 +354,7 @@ export class OutputLog {
         this.historyBytes <= maxHistory
       ) break;
       this.#retainedBytes -= bytesOf(e);
+      if (bytesOf(e) > 0) this.#arena.releaseOldest();
       // Drop the reference now: the slot is only reclaimed at compaction.
       entries[this.#head] = undefined as unknown as ProcessEvent;
       this.#head++;

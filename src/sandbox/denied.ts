@@ -8,7 +8,7 @@
  * @module
  */
 
-import { concatBytes } from "../util/bytes.ts";
+import { ByteTail } from "../util/bytes.ts";
 import type { DenialObserver } from "../process/managed_process.ts";
 
 /** Output the verdict looks at: the most recent bytes, both streams together. */
@@ -29,27 +29,18 @@ const SIGSYS_EXIT = 128 + 31;
 
 /** Keeps the last {@linkcode DENIAL_TAIL_BYTES} of output; bounded memory. */
 export class DenialDetector implements DenialObserver {
-  #chunks: Uint8Array[] = [];
-  #bytes = 0;
+  #tail = new ByteTail(DENIAL_TAIL_BYTES);
 
-  /** Sees one chunk of output. */
+  /** Sees one chunk of output (copied: the caller reuses its buffer). */
   observe(chunk: Uint8Array): void {
-    this.#chunks.push(chunk);
-    this.#bytes += chunk.byteLength;
-    while (
-      this.#chunks.length > 1 && this.#bytes - this.#chunks[0]!.byteLength >= DENIAL_TAIL_BYTES
-    ) {
-      this.#bytes -= this.#chunks.shift()!.byteLength;
-    }
+    this.#tail.push(chunk);
   }
 
   /** The verdict for a child that exited with `exitCode`. */
   denied(exitCode: number): boolean {
     if (exitCode === 0) return false;
     if (exitCode === SIGSYS_EXIT) return true;
-    const all = concatBytes(this.#chunks, this.#bytes);
-    const tail = all.subarray(Math.max(0, all.byteLength - DENIAL_TAIL_BYTES));
-    const text = new TextDecoder().decode(tail).toLowerCase();
+    const text = new TextDecoder().decode(this.#tail.bytes()).toLowerCase();
     return DENIAL_PHRASES.some((phrase) => text.includes(phrase));
   }
 }

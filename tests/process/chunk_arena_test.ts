@@ -1,0 +1,73 @@
+// An output log's byte storage (src/process/chunk_arena.ts) and the bounded
+// tail the sandbox's denial verdict reads (ByteTail): what is handed out is
+// a copy that stays intact while held, emptied blocks are reused, and the
+// caller's buffer may be overwritten at once.
+
+import { assert, assertEquals } from "../helpers/assert.ts";
+import { ChunkArena } from "../../src/process/chunk_arena.ts";
+import { OutputLog } from "../../src/process/output_log.ts";
+import { ByteTail } from "../../src/util/bytes.ts";
+
+/** `length` bytes counting up from `seed` (mod 256). */
+function pattern(seed: number, length: number): Uint8Array {
+  return Uint8Array.from({ length }, (_, i) => (seed + i) & 0xff);
+}
+
+Deno.test("chunk arena: copies are intact while held, and blocks are reused once released", () => {
+  const arena = new ChunkArena();
+  const buffer = new Uint8Array(65536);
+  const held: Array<[Uint8Array, Uint8Array]> = [];
+  let peak = 0;
+  for (let i = 0; i < 400; i++) {
+    const length = 1 + ((i * 7919) % 65536);
+    const expected = pattern(i, length);
+    buffer.set(expected);
+    held.push([arena.store(buffer.subarray(0, length)), expected]);
+    buffer.fill(0xee); // the caller reuses its buffer at once
+    // Keep the newest ~1 MiB, release the rest oldest first (as a log does).
+    let bytes = 0;
+    for (const [view] of held) bytes += view.length;
+    while (bytes > 1024 * 1024) {
+      bytes -= held.shift()![0].length;
+      arena.releaseOldest();
+    }
+    for (const [view, want] of held) assertEquals(view, want, `chunk after store ${i}`);
+    peak = Math.max(peak, arena.capacity);
+  }
+  // A sliding 1 MiB window lives in a bounded set of recycled blocks.
+  assert(peak <= 4 * 1024 * 1024, `peak capacity ${peak}`);
+  for (let i = held.length; i > 0; i--) arena.releaseOldest();
+  assertEquals(arena.store(new Uint8Array(0)).length, 0);
+});
+
+Deno.test("output log: history read back is byte-exact while the log reuses its blocks", () => {
+  const log = new OutputLog({ retainBytes: 256 * 1024 });
+  const read = new Uint8Array(65536);
+  for (let i = 0; i < 300; i++) {
+    const length = 1000 + ((i * 4099) % 64000);
+    read.set(pattern(i, length));
+    log.append({ kind: "output", stream: "stdout", chunk: read.subarray(0, length) });
+    read.fill(0);
+    log.markDelivered(log.nextSeq - 1);
+  }
+  const { chunks } = log.read(0);
+  assert(chunks.length > 3, `${chunks.length} chunks retained`);
+  for (const event of chunks) {
+    const i = event.seq - 1;
+    assertEquals(event.chunk, pattern(i, 1000 + ((i * 4099) % 64000)), `seq ${event.seq}`);
+  }
+});
+
+Deno.test("byte tail: keeps the last bytes in order across wraps, whatever the push sizes", () => {
+  const tail = new ByteTail(10_000);
+  const all: number[] = [];
+  for (let i = 0; i < 500; i++) {
+    const bytes = pattern(i * 31, (i * 389) % 3000);
+    tail.push(bytes);
+    all.push(...bytes);
+    bytes.fill(0); // the caller's buffer is reused
+    assertEquals(tail.bytes(), Uint8Array.from(all.slice(-10_000)), `after push ${i}`);
+  }
+  tail.push(pattern(7, 25_000));
+  assertEquals(tail.bytes(), pattern(7, 25_000).subarray(15_000));
+});
