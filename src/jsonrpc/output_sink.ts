@@ -147,6 +147,46 @@ export function frameBatch(batch: Pending[], framing: Framing, scratch?: Uint8Ar
 }
 
 /**
+ * Encodes one message's parts through `buffer`, writing each time it fills
+ * (and the trailer at the end): for framings without a header
+ * ({@linkcode Framing.streamable}), where the payload's byte length need not
+ * be known first.
+ */
+async function writeInPieces(
+  parts: readonly JsonPart[],
+  trailer: Uint8Array,
+  buffer: Uint8Array,
+  write: (bytes: Uint8Array) => Promise<void>,
+): Promise<void> {
+  let at = 0;
+  const flush = async () => {
+    if (at > 0) await write(buffer.subarray(0, at));
+    at = 0;
+  };
+  for (const part of parts) {
+    if (part instanceof Base64Part) {
+      for (let i = 0; i < part.bytes.length; i += BASE64_PIECE) {
+        const piece = part.bytes.subarray(i, i + BASE64_PIECE).toBase64();
+        if (buffer.length - at < piece.length) await flush();
+        at += encoder.encodeInto(piece, buffer.subarray(at)).written;
+      }
+      continue;
+    }
+    // Text in slices that fit (encodeInto never splits a character).
+    for (let rest = part; rest.length > 0;) {
+      const { read, written } = encoder.encodeInto(rest, buffer.subarray(at));
+      at += written;
+      rest = rest.slice(read);
+      if (rest.length > 0) await flush();
+    }
+  }
+  if (buffer.length - at < trailer.length) await flush();
+  buffer.set(trailer, at);
+  at += trailer.length;
+  await flush();
+}
+
+/**
  * Creates the sink: `writeBytes` must resolve once the transport has taken
  * the bytes; `close` ends the transport's output.
  */
@@ -169,6 +209,35 @@ export function createOutputSink(
   let accumulating: PromiseWithResolvers<boolean> | null = null;
   let inFlight: PromiseWithResolvers<boolean> | null = null;
 
+  /** Frames `batch` (in the reused buffer when it fits) and writes it. */
+  async function writeBatch(batch: Pending[]): Promise<void> {
+    let size = 0;
+    for (const m of batch) size += m.length;
+    if (scratch !== undefined && scratch.length < size * 1.1 && size <= MAX_SCRATCH) {
+      scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.max(4096, Math.ceil(size * 1.25))));
+    }
+    await writeBytes(frameBatch(batch, framing, scratch), batch[0]!.alone);
+  }
+
+  /**
+   * Writes `batch`; with a streamable framing, a message larger than the
+   * reused buffer goes out through it in pieces (a file's base64 is then
+   * never in memory whole), the messages around it batched as usual.
+   */
+  async function writeOut(batch: Pending[]): Promise<void> {
+    if (scratch === undefined || !framing.streamable) return await writeBatch(batch);
+    let start = 0;
+    for (let i = 0; i < batch.length; i++) {
+      const m = batch[i]!;
+      if (m.length <= MAX_SCRATCH || m.alone) continue;
+      if (i > start) await writeBatch(batch.slice(start, i));
+      if (scratch.length < MAX_SCRATCH) scratch = new Uint8Array(MAX_SCRATCH);
+      await writeInPieces(m.parts, framing.trailer, scratch, writeBytes);
+      start = i + 1;
+    }
+    if (start < batch.length) await writeBatch(start === 0 ? batch : batch.slice(start));
+  }
+
   async function flushLoop(): Promise<void> {
     try {
       while (pending.length > 0) {
@@ -178,10 +247,7 @@ export function createOutputSink(
         accumulating = null;
         let size = 0;
         for (const m of batch) size += m.length;
-        if (scratch !== undefined && scratch.length < size * 1.1 && size <= MAX_SCRATCH) {
-          scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.max(4096, Math.ceil(size * 1.25))));
-        }
-        await writeBytes(frameBatch(batch, framing, scratch), batch[0]!.alone);
+        await writeOut(batch);
         inFlight?.resolve(true);
         inFlight = null;
         backlog -= size;
@@ -281,4 +347,5 @@ export const ndjsonFraming: Framing = {
     return out;
   },
   maxFastPayload: Number.MAX_SAFE_INTEGER,
+  streamable: true,
 };

@@ -26,4 +26,11 @@ export interface Framing {
   frameSlow(text: string): Uint8Array;
   /** Largest payload the fast path may frame in one piece. */
   readonly maxFastPayload: number;
+  /**
+   * True when a payload may go out in pieces, in order, with nothing to
+   * write ahead of it (no header, no transformation: newline-delimited
+   * JSON). A message too large for the reused output buffer is then
+   * encoded through it piece by piece instead of into a buffer of its own.
+   */
+  readonly streamable?: boolean;
 }

@@ -8,6 +8,7 @@ import {
 } from "../../src/jsonrpc/message.ts";
 import { strictUtf8Decoder } from "../../src/util/utf8.ts";
 import { createOutputSink, ndjsonFraming } from "../../src/jsonrpc/output_sink.ts";
+import { concatBytes } from "../../src/util/bytes.ts";
 
 function detail(text: string): string {
   const m = decodeMessage(text, "P");
@@ -216,4 +217,43 @@ Deno.test("output sink: an `alone` message gets a batch of its own, handed over 
   const solo = batches.filter(([, alone]) => alone !== undefined);
   assertEquals(solo.length, 1);
   assertEquals([methods(solo[0]![0]), solo[0]![1]], [["solo"], "solo"]);
+});
+
+Deno.test("ndjson output: a message larger than the reused buffer goes out in pieces, byte-exact", async () => {
+  const { Base64Part, RawJson } = await import("../../src/jsonrpc/message.ts");
+  const data = new Uint8Array(6 * 1024 * 1024 + 5);
+  for (let i = 0; i < data.length; i += 65536) crypto.getRandomValues(data.subarray(i, i + 65536));
+  const text = "é€𝄞x".repeat(1_200_000); // 6 M UTF-16 units, non-ASCII
+  const writes: Uint8Array[] = [];
+  const output = createOutputSink(
+    ndjsonFraming,
+    (bytes) => {
+      writes.push(bytes.slice()); // the buffer is reused once this resolves
+      return Promise.resolve();
+    },
+    () => Promise.resolve(),
+    { reuseBuffers: true },
+  );
+  const writer = new WritableStream(output.sink).getWriter();
+  await Promise.all([
+    writer.write({ jsonrpc: "2.0", method: "before", params: {} }),
+    writer.write({
+      jsonrpc: "2.0",
+      id: 1,
+      result: new RawJson('{"dataBase64":"', new Base64Part(data), '"}'),
+    }),
+    writer.write({ jsonrpc: "2.0", method: "text", params: { text } }),
+    writer.write({ jsonrpc: "2.0", method: "after", params: {} }),
+  ]);
+  assert(await output.flushed());
+  // Never one buffer the size of a whole large message.
+  const largest = Math.max(...writes.map((w) => w.length));
+  assert(largest <= 4 * 1024 * 1024, `a write of ${largest} bytes`);
+  const lines = new TextDecoder().decode(concatBytes(writes)).split("\n");
+  assertEquals(lines.length, 5);
+  assertEquals(lines[4], "");
+  const [before, file, note, after] = lines.slice(0, 4).map((l) => JSON.parse(l));
+  assertEquals([before.method, note.method, after.method], ["before", "text", "after"]);
+  assertEquals(Uint8Array.fromBase64(file.result.dataBase64), data);
+  assert(note.params.text === text, "the non-ASCII text arrives intact");
 });
