@@ -363,3 +363,17 @@ Deno.test("metadata calls run on the main thread only when every mount is a loca
     await Deno.remove(d, { recursive: true });
   }
 });
+
+Deno.test("whole-file reads: a file larger than its stat said is read to its end, within the limit", async () => {
+  const { readFileChecked } = await import("../../src/fs/read_write.ts");
+  const { FsError } = await import("../../src/fs/errors.ts");
+  // /proc files say 0 bytes and have content.
+  const want = Deno.readFileSync("/proc/self/cmdline");
+  assert(want.length > 16);
+  const got = await readFileChecked("/proc/self/cmdline", { followSymlinks: true });
+  assertEquals(got, want);
+  const error = await readFileChecked("/proc/self/cmdline", { followSymlinks: true, limit: 8 })
+    .then(() => null, (e) => e);
+  assert(error instanceof FsError, String(error));
+  assertEquals(error.message, "file is too large to read: limit is 8 bytes");
+});
