@@ -1,94 +1,122 @@
-// The floor under scale_bench's `conns` and `procs` figures: the least a Deno
-// program can do and still serve those workloads — Deno's own WebSocket
-// (`Deno.serve` + `Deno.upgradeWebSocket`, framing in Rust), `JSON.parse` /
-// `JSON.stringify`, and for each request only what the bench checks:
-// `initialize`, `fs/getMetadata` (one stat), `process/start` (spawned through
-// `setsid` as the server does, stdout read to the end, each chunk sent as a
-// base64 `process/output`, then `process/exited` and `process/closed`).
-// Nothing else: no output log, no ordering, no limits, no validation, no
-// orphan guard, no sessions. Numbers only, not a server to use.
-//
-//   deno run -A ../shared/bench/scale_bench.ts --only conns,procs \
-//     --ours "deno run -A --quiet bench/minimal_ws_server.ts"
-//
-// Compare its rows with the server's (`--ours` left out) and the reference's:
-// what the server costs above this line is ours to remove; what this costs
-// above the reference is the runtime's.
+/**
+ * The floor of a WebSocket JSON-RPC server on `Deno.listen` in JavaScript:
+ * the handshake, this package's frame parser and encoder, `JSON.parse`, one
+ * `Deno.lstatSync` per `fs/getMetadata` (as the server does on local
+ * filesystems, see `src/fs/quick_meta.ts`), `JSON.stringify` — no peer, lanes,
+ * sessions, output batching or strict JSON. Only for measuring what the
+ * full server costs on top (`exec_bench.ts --ws … --vs-ws "deno run -A
+ * bench/minimal_ws_server.ts"`); it answers `initialize`,
+ * `fs/getMetadata` and a bare `process/start` (stdout only).
+ *
+ * @module
+ */
 
-type Params = Record<string, unknown>;
+import { encodeFrame, FrameParser, Opcode } from "../src/websocket/frame.ts";
+import { acceptKey, readHead } from "../src/http1/head.ts";
 
-function answer(ws: WebSocket, id: unknown, result: unknown): void {
-  ws.send(JSON.stringify({ jsonrpc: "2.0", id, result }));
+const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+console.log(`ws://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`);
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+async function serve(conn: Deno.Conn) {
+  const reader = conn.readable.getReader();
+  const head = await readHead(reader);
+  reader.releaseLock();
+  const key = head.headers.get("sec-websocket-key")!;
+  await conn.write(enc.encode(
+    `HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n` +
+      `sec-websocket-accept: ${await acceptKey(key)}\r\n\r\n`,
+  ));
+  const parser = new FrameParser({ maxFramePayload: 16 << 20, expectMasked: true });
+  const buffer = new Uint8Array(64 * 1024);
+  // Writes in order: a partial write is finished before the next starts.
+  let writing: Promise<void> = Promise.resolve();
+  const send = (message: unknown): Promise<void> => {
+    const frame = encodeFrame(Opcode.Text, enc.encode(JSON.stringify(message)), false);
+    const bytes = new Uint8Array(frame.reduce((n, p) => n + p.length, 0));
+    let at = 0;
+    for (const part of frame) bytes.set(part, (at += part.length) - part.length);
+    writing = writing.then(async () => {
+      for (let off = 0; off < bytes.length;) off += await conn.write(bytes.subarray(off));
+    });
+    return writing;
+  };
+  let pending = head.leftover;
+  for (;;) {
+    let chunk: Uint8Array;
+    if (pending.length) {
+      chunk = pending;
+      pending = new Uint8Array(0);
+    } else {
+      const n = await conn.read(buffer);
+      if (n === null) return;
+      chunk = buffer.subarray(0, n);
+    }
+    for (const frame of parser.push(chunk)) {
+      if (frame.opcode === Opcode.Close) return;
+      if (frame.opcode !== Opcode.Text) continue;
+      const msg = JSON.parse(dec.decode(frame.payload));
+      if (msg.id === undefined) continue;
+      if (msg.method === "initialize") {
+        await send({ jsonrpc: "2.0", id: msg.id, result: { sessionId: "s", environmentInfo: {} } });
+      } else if (msg.method === "fs/getMetadata") {
+        const info = Deno.lstatSync(new URL(msg.params.path).pathname);
+        await send({
+          jsonrpc: "2.0",
+          id: msg.id,
+          result: {
+            isDirectory: info.isDirectory,
+            isFile: info.isFile,
+            isSymlink: info.isSymlink,
+            createdAtMs: info.birthtime?.getTime() ?? 0,
+            modifiedAtMs: info.mtime?.getTime() ?? 0,
+          },
+        });
+      } else if (msg.method === "process/start") {
+        await send({ jsonrpc: "2.0", id: msg.id, result: { processId: msg.params.processId } });
+        run(msg.params, send);
+      } else {
+        await send({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "no" } });
+      }
+    }
+  }
 }
 
-function notify(ws: WebSocket, method: string, params: Params): void {
-  ws.send(JSON.stringify({ jsonrpc: "2.0", method, params }));
-}
-
-async function getMetadata(ws: WebSocket, id: unknown, params: Params): Promise<void> {
-  const info = await Deno.stat(new URL(String(params.path)));
-  answer(ws, id, {
-    isDirectory: info.isDirectory,
-    isFile: info.isFile,
-    isSymlink: info.isSymlink,
-    createdAtMs: info.birthtime?.getTime() ?? 0,
-    modifiedAtMs: info.mtime?.getTime() ?? 0,
-  });
-}
-
-async function startProcess(ws: WebSocket, id: unknown, params: Params): Promise<void> {
-  const processId = String(params.processId);
-  const argv = params.argv as string[];
-  const child = new Deno.Command("/usr/bin/setsid", {
-    args: argv,
-    cwd: new URL(String(params.cwd)),
-    env: params.env as Record<string, string>,
+/**
+ * `process/start` at its floor: the child's stdout read in 64 KiB pieces,
+ * each sent as a base64 `process/output` (one `toBase64`, one string, one
+ * frame), then `process/exited` and `process/closed`. No stderr, stdin,
+ * process groups, history or backpressure beyond awaiting each write.
+ */
+async function run(
+  params: { processId: string; argv: string[]; env: Record<string, string> },
+  send: (message: unknown) => Promise<void>,
+) {
+  const [program, ...args] = params.argv;
+  const child = new Deno.Command(program!, {
+    args,
+    env: params.env,
     clearEnv: true,
     stdin: "null",
     stdout: "piped",
-    stderr: "piped",
+    stderr: "null",
   }).spawn();
-  answer(ws, id, { processId });
+  const processId = params.processId;
   let seq = 0;
-  const pump = async (stream: ReadableStream<Uint8Array>, name: string) => {
-    for await (const chunk of stream) {
-      notify(ws, "process/output", { processId, seq: ++seq, stream: name, chunk: chunk.toBase64() });
-    }
-  };
-  const [status] = await Promise.all([
-    child.status,
-    pump(child.stdout, "stdout"),
-    pump(child.stderr, "stderr"),
-  ]);
-  notify(ws, "process/exited", { processId, seq: ++seq, exitCode: status.code });
-  notify(ws, "process/closed", { processId, seq: ++seq });
-}
-
-function serveSocket(ws: WebSocket): void {
-  ws.onmessage = (event) => {
-    const message = JSON.parse(event.data as string);
-    const { id, method, params } = message;
-    if (id === undefined) return;
-    const work = method === "initialize"
-      ? Promise.resolve(answer(ws, id, { sessionId: crypto.randomUUID() }))
-      : method === "fs/getMetadata"
-      ? getMetadata(ws, id, params)
-      : method === "process/start"
-      ? startProcess(ws, id, params)
-      : Promise.reject(new Error(`unknown method ${method}`));
-    work.catch((error) => {
-      if (ws.readyState !== WebSocket.OPEN) return;
-      ws.send(JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message: String(error) } }));
+  const reader = child.stdout.getReader({ mode: "byob" });
+  for (;;) {
+    const { value, done } = await reader.read(new Uint8Array(64 * 1024));
+    if (done) break;
+    await send({
+      jsonrpc: "2.0",
+      method: "process/output",
+      params: { processId, seq: ++seq, stream: "stdout", chunk: value.toBase64() },
     });
-  };
+  }
+  const { code } = await child.status;
+  await send({ jsonrpc: "2.0", method: "process/exited", params: { processId, exitCode: code } });
+  await send({ jsonrpc: "2.0", method: "process/closed", params: { processId } });
 }
 
-Deno.serve({
-  hostname: "127.0.0.1",
-  port: Deno.args.includes("--port") ? Number(Deno.args[Deno.args.indexOf("--port") + 1]) : 0,
-  onListen: ({ port }) => console.log(`ws://127.0.0.1:${port}`),
-}, (request) => {
-  const { socket, response } = Deno.upgradeWebSocket(request);
-  serveSocket(socket);
-  return response;
-});
+for await (const conn of listener) serve(conn).catch(() => {}).finally(() => conn.close());
