@@ -68,6 +68,37 @@ export class ChunkArena {
     if (this.#spare.length < MAX_SPARE) this.#spare.push(block.bytes);
   }
 
+  /**
+   * Copies `live` — every chunk still held, oldest first — into one block of
+   * their size and lets go of every other block (spares too); returns the
+   * new views in the same order. The old views stay valid (their blocks are
+   * dropped, never reused). For a log that is done growing or was trimmed:
+   * its few remaining bytes no longer pin large blocks.
+   */
+  compact(live: readonly Uint8Array[]): Uint8Array[] {
+    let total = 0;
+    for (const chunk of live) total += chunk.byteLength;
+    this.#blocks = [];
+    this.#spare = [];
+    this.#lastSize = 0;
+    if (total === 0) return live.map(() => new Uint8Array(0));
+    const views: Uint8Array[] = [];
+    const block: Block = { bytes: new Uint8Array(total), used: 0, live: 0 };
+    this.#blocks.push(block);
+    for (const chunk of live) {
+      if (chunk.byteLength === 0) {
+        views.push(new Uint8Array(0));
+        continue;
+      }
+      const view = block.bytes.subarray(block.used, block.used + chunk.byteLength);
+      view.set(chunk);
+      block.used += chunk.byteLength;
+      block.live++;
+      views.push(view);
+    }
+    return views;
+  }
+
   /** Bytes of the blocks held (in use and spare). */
   get capacity(): number {
     let total = 0;

@@ -128,6 +128,9 @@ export interface LogRead {
   readonly nextSeq: number;
 }
 
+/** Arena bytes beyond twice the retained output that compaction tolerates. */
+const COMPACT_SLACK = 64 * 1024;
+
 function bytesOf(event: ProcessEvent): number {
   return event.kind === "output" ? event.chunk.byteLength : 0;
 }
@@ -181,7 +184,29 @@ export class OutputLog {
   trimHistory(bytes: number): void {
     if (this.#hold) return;
     this.#evict(Math.max(0, this.historyBytes - bytes));
+    this.#compactIfWasteful();
     this.#report();
+  }
+
+  /**
+   * Moves the retained output into one block of its size when the arena
+   * holds far more than that (after a trim, or once the process is done):
+   * what a log keeps is bounded by what it retains, not by how much it once
+   * streamed.
+   */
+  #compactIfWasteful(): void {
+    if (this.#arena.capacity <= 2 * this.#retainedBytes + COMPACT_SLACK) return;
+    const live: OutputEvent[] = [];
+    for (let i = this.#head; i < this.#entries.length; i++) {
+      const e = this.#entries[i]!;
+      if (e.kind === "output") live.push(e);
+    }
+    const views = this.#arena.compact(live.map((e) => e.chunk));
+    let next = 0;
+    for (let i = this.#head; i < this.#entries.length; i++) {
+      const e = this.#entries[i]!;
+      if (e.kind === "output") this.#entries[i] = { ...e, chunk: views[next++]! };
+    }
   }
 
   /** Leaves the budget (the process is gone). */
@@ -205,6 +230,11 @@ export class OutputLog {
     return this.#retainedBytes;
   }
 
+  /** Memory holding the output (at least {@linkcode retainedBytes}: blocks partly used, spares). */
+  get storedBytes(): number {
+    return this.#arena.capacity;
+  }
+
   /** Output bytes not yet delivered. */
   get undeliveredBytes(): number {
     return this.#undeliveredBytes;
@@ -225,6 +255,8 @@ export class OutputLog {
     this.#undeliveredBytes += size;
     this.#evict();
     this.#report();
+    // No more output comes after the exit: keep no more than is retained.
+    if (full.kind !== "output") this.#compactIfWasteful();
     const changed = this.#changed;
     this.#changed = null;
     changed?.resolve();

@@ -71,3 +71,30 @@ Deno.test("byte tail: keeps the last bytes in order across wraps, whatever the p
   tail.push(pattern(7, 25_000));
   assertEquals(tail.bytes(), pattern(7, 25_000).subarray(15_000));
 });
+
+Deno.test("output log: what it stores follows what it retains once trimmed or done", async () => {
+  const { HistoryBudget } = await import("../../src/process/output_log.ts");
+  const budget = new HistoryBudget(256 * 1024);
+  const streamed = new OutputLog({ retainBytes: 4 * 1024 * 1024, budget });
+  const chunk = pattern(1, 65536);
+  for (let i = 0; i < 64; i++) {
+    streamed.append({ kind: "output", stream: "stdout", chunk });
+    streamed.markDelivered(streamed.nextSeq - 1);
+  }
+  // The budget cut its history to 256 KiB: its blocks went with it.
+  assert(streamed.historyBytes <= 256 * 1024, `history ${streamed.historyBytes}`);
+  assert(streamed.storedBytes <= 2 * streamed.retainedBytes + 64 * 1024, `${streamed.storedBytes}`);
+  for (const event of streamed.read(0).chunks) assertEquals(event.chunk, chunk);
+
+  // A process that is done keeps no spare or half-empty blocks.
+  const done = new OutputLog({ retainBytes: 64 * 1024 });
+  for (let i = 0; i < 40; i++) {
+    done.append({ kind: "output", stream: "stdout", chunk: pattern(i, 30_000) });
+    done.markDelivered(done.nextSeq - 1);
+  }
+  done.append({ kind: "exited", exitCode: 0, signal: null, sandboxDenied: false });
+  assert(done.storedBytes <= 2 * done.retainedBytes + 64 * 1024, `${done.storedBytes}`);
+  const kept = done.read(0).chunks;
+  assert(kept.length >= 2);
+  for (const event of kept) assertEquals(event.chunk, pattern(event.seq - 1, 30_000));
+});
