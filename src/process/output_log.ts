@@ -128,7 +128,7 @@ export interface LogRead {
   readonly nextSeq: number;
 }
 
-/** Arena bytes beyond twice the retained output that compaction tolerates. */
+/** Arena bytes beyond the retained output (or twice it) that compaction tolerates. */
 const COMPACT_SLACK = 64 * 1024;
 
 function bytesOf(event: ProcessEvent): number {
@@ -194,8 +194,12 @@ export class OutputLog {
    * what a log keeps is bounded by what it retains, not by how much it once
    * streamed.
    */
-  #compactIfWasteful(): void {
-    if (this.#arena.capacity <= 2 * this.#retainedBytes + COMPACT_SLACK) return;
+  #compactIfWasteful(done = false): void {
+    // A trimmed log may grow again: compact only well past what it retains
+    // (the copies then stay within twice what was trimmed). A finished one
+    // keeps exactly its bytes.
+    const allowed = done ? this.#retainedBytes : 2 * this.#retainedBytes;
+    if (this.#arena.capacity <= allowed + COMPACT_SLACK) return;
     const live: OutputEvent[] = [];
     for (let i = this.#head; i < this.#entries.length; i++) {
       const e = this.#entries[i]!;
@@ -256,7 +260,7 @@ export class OutputLog {
     this.#evict();
     this.#report();
     // No more output comes after the exit: keep no more than is retained.
-    if (full.kind !== "output") this.#compactIfWasteful();
+    if (full.kind !== "output") this.#compactIfWasteful(true);
     const changed = this.#changed;
     this.#changed = null;
     changed?.resolve();
