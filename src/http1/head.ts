@@ -8,7 +8,6 @@
 
 import { createHash } from "node:crypto";
 import { concatBytes } from "../util/bytes.ts";
-import type { ByteReader } from "../util/conn_io.ts";
 
 /** A parsed request or response head. */
 export interface MessageHead {
@@ -49,37 +48,10 @@ const LATE_TIMER_MS = 250;
 /** Then pending reads get this long (again, while timers keep firing late). */
 const LATE_GRACE_MS = 1000;
 
-/** Where {@linkcode readHead} takes its bytes from: a stream's reader, or {@linkcode directReads}. */
+/** Where {@linkcode readHead} takes its bytes from: a stream's reader, or `connReader` (`body.ts`). */
 export interface HeadReader {
   /** The next bytes, or `done` at the end. */
   read(): Promise<ReadableStreamReadResult<Uint8Array>>;
-}
-
-/**
- * Bytes read per call by {@linkcode directReads}. As a stream's reader
- * reads: with 4 KiB, a thousand sessions each running a process (`scale_bench
- * idle_sessions`) held 120 KiB each instead of 66 once trimmed — the small
- * buffers, freed between each connection's long-lived allocations, left
- * memory that could not be handed back.
- */
-const DIRECT_READ_BYTES = 64 * 1024;
-
-/**
- * A connection's bytes through its own `read` calls, without the stream
- * machinery a `conn.readable` reader sets up (two streams, their queues,
- * controllers and promises per connection, and a 64 KiB buffer per read):
- * what a listener with thousands of connections pays for each of them.
- */
-export function directReads(conn: ByteReader): HeadReader {
-  return {
-    async read() {
-      const buffer = new Uint8Array(DIRECT_READ_BYTES);
-      const n = await conn.read(buffer);
-      return n === null
-        ? { done: true, value: undefined }
-        : { done: false, value: buffer.subarray(0, n) };
-    },
-  };
 }
 
 /**

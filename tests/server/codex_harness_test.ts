@@ -318,9 +318,11 @@ Deno.test({
       (req) => new Response(`hello ${new URL(req.url).pathname}\n`),
     );
     try {
+      // One pipe for both streams (2>&1): the reset's message and the exit
+      // code then arrive in the order they were written, on a busy machine too.
       const raw = (target: string, path: string) =>
-        `bash -c 'exec 3<>/dev/tcp/${target} && printf "GET ${path} HTTP/1.0\\r\\n\\r\\n" >&3 && ` +
-        `cat <&3 | tail -1'; echo "rc=$?"`;
+        `{ bash -c 'exec 3<>/dev/tcp/${target} && printf "GET ${path} HTTP/1.0\\r\\n\\r\\n" >&3 && ` +
+        `cat <&3 | tail -1'; echo "rc=$?"; } 2>&1`;
       const turns = (): Turn[] => [
         { call: "exec_command", cmd: raw(`${host}/${origin.addr.port}`, "/raw-allowed") },
         { call: "exec_command", cmd: raw("203.0.113.7/80", "/raw-denied") },

@@ -13,7 +13,8 @@
 
 import { acceptWebSocket, upgradeProblem } from "../../websocket/handshake.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
-import { directReads, encodeResponse, HttpHeadError, readHead } from "../../http1/head.ts";
+import { encodeResponse, HttpHeadError, readHead } from "../../http1/head.ts";
+import { connReader } from "../../http1/body.ts";
 import { writeAll } from "../../util/conn_io.ts";
 import { RELAY_WEBSOCKET_MAX } from "../wire/frame.ts";
 import { PayloadPool } from "../../websocket/frame.ts";
@@ -95,7 +96,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
   });
 
   async function handle(conn: Deno.Conn): Promise<void> {
-    const reader = directReads(conn);
+    const reader = connReader(conn);
     const send = (bytes: Uint8Array) => writeAll(conn, bytes);
     let upgraded = false;
     try {
