@@ -52,7 +52,12 @@ async function startProcess(ws: WebSocket, id: unknown, params: Params): Promise
   let seq = 0;
   const pump = async (stream: ReadableStream<Uint8Array>, name: string) => {
     for await (const chunk of stream) {
-      notify(ws, "process/output", { processId, seq: ++seq, stream: name, chunk: chunk.toBase64() });
+      notify(ws, "process/output", {
+        processId,
+        seq: ++seq,
+        stream: name,
+        chunk: chunk.toBase64(),
+      });
     }
   };
   const [status] = await Promise.all([
@@ -78,7 +83,9 @@ function serveSocket(ws: WebSocket): void {
       : Promise.reject(new Error(`unknown method ${method}`));
     work.catch((error) => {
       if (ws.readyState !== WebSocket.OPEN) return;
-      ws.send(JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message: String(error) } }));
+      ws.send(
+        JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message: String(error) } }),
+      );
     });
   };
 }
