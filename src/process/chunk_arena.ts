@@ -99,6 +99,11 @@ export class ChunkArena {
     return views;
   }
 
+  /** Lets go of the emptied blocks kept for reuse (nothing more will be stored). */
+  dropSpares(): void {
+    this.#spare = [];
+  }
+
   /** Bytes of the blocks held (in use and spare). */
   get capacity(): number {
     let total = 0;
