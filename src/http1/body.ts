@@ -7,7 +7,7 @@
  * @module
  */
 
-import { findHeadEnd, type MessageHead, parseHead } from "./head.ts";
+import { findHeadEnd, type HeadReader, type MessageHead, parseHead } from "./head.ts";
 import type { ByteReader } from "../util/conn_io.ts";
 
 /** A request whose body framing could be read two ways; answered with 400. */
@@ -32,9 +32,7 @@ const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
 /** What {@linkcode ByteSource} reads from: a stream reader or anything shaped like one. */
-export interface ChunkReader {
-  /** The next chunk. */
-  read(): Promise<ReadableStreamReadResult<Uint8Array>>;
+export interface ChunkReader extends HeadReader {
   /** Stops reading. */
   cancel(reason?: unknown): Promise<void>;
 }

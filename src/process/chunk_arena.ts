@@ -4,9 +4,9 @@
  * streams therefore reads into one buffer and keeps its history in a few
  * blocks it recycles, instead of a fresh 64 KiB buffer per read — each a new
  * allocation the runtime zero-fills (page faults on fresh memory) and only a
- * full collection frees: that was more than half of the server's CPU while
- * one process streamed (`ws` stdout: 4.6–5.7 s/GiB, 95–125 page faults per
- * MiB; reusing the read buffer: about 2 s/GiB and 15 faults per MiB).
+ * full collection frees: that was about half of the server's CPU while one
+ * process streamed (`ws` stdout, 256 MiB: 4.7–5.9 s/GiB and 99–128 page
+ * faults per MiB before, 2.6–2.9 s/GiB and 45–47 faults per MiB with this).
  *
  * Chunks are released in the order they were stored (a log drops its oldest
  * first), so a counter per block is all the bookkeeping. A view handed out
