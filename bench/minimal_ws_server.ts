@@ -84,7 +84,8 @@ async function serve(conn: Deno.Conn) {
 }
 
 /**
- * `process/start` at its floor: the child's stdout read in 64 KiB pieces,
+ * `process/start` at its floor: the child's stdout read in 64 KiB pieces
+ * into one reused buffer,
  * each sent as a base64 `process/output` (one `toBase64`, one string, one
  * frame), then `process/exited` and `process/closed`. No stderr, stdin,
  * process groups, history or backpressure beyond awaiting each write.
@@ -105,9 +106,13 @@ async function run(
   const processId = params.processId;
   let seq = 0;
   const reader = child.stdout.getReader({ mode: "byob" });
+  // One buffer for every read, as the server reads (a fresh 64 KiB per read
+  // costs page faults on fresh memory and full collections to free it).
+  let buffer = new ArrayBuffer(64 * 1024);
   for (;;) {
-    const { value, done } = await reader.read(new Uint8Array(64 * 1024));
-    if (done) break;
+    const { value, done } = await reader.read(new Uint8Array(buffer));
+    if (done || value === undefined) break;
+    buffer = value.buffer as ArrayBuffer;
     await send({
       jsonrpc: "2.0",
       method: "process/output",

@@ -53,6 +53,49 @@ export async function readFileChecked(path: string, options: ReadFileOptions): P
   }
 }
 
+/** Files from this size on are read into a buffer that is used again. */
+const REUSE_FROM = 1024 * 1024;
+/** The buffer of the last large read given back, for the next one (cleared by a full collection). */
+let spare: WeakRef<ArrayBuffer> | undefined;
+/** Buffers of large reads whose bytes have not been given back. */
+const lent = new WeakSet<ArrayBuffer>();
+
+/**
+ * A buffer for reading `size` bytes (and one more): the spare when it is
+ * large enough, else a new one. A fresh 64 MiB buffer is 16 384 page faults
+ * when the read fills it — most of the CPU of a large `fs/readFile` on a
+ * virtual machine; a reused one is already in memory.
+ */
+function readBuffer(size: number): Uint8Array {
+  if (size + 1 < REUSE_FROM) return new Uint8Array(size + 1);
+  const reused = spare?.deref();
+  let buffer: ArrayBuffer;
+  if (
+    reused !== undefined && reused.byteLength >= size + 1 && reused.byteLength <= 2 * (size + 1)
+  ) {
+    spare = undefined;
+    buffer = reused;
+  } else {
+    buffer = new ArrayBuffer(size + 1);
+  }
+  lent.add(buffer);
+  return new Uint8Array(buffer, 0, size + 1);
+}
+
+/**
+ * Gives back the buffer of bytes {@linkcode readFileChecked} returned, once
+ * nothing reads them any more (the reply that carried them is encoded): the
+ * next large read may fill it. Bytes that did not come from a read, or were
+ * given back already, are ignored. The spare is held weakly — a full
+ * collection (the memory trimmer's, after a burst) lets it go.
+ */
+export function releaseReadBuffer(bytes: Uint8Array): void {
+  const buffer = bytes.buffer as ArrayBuffer;
+  if (!lent.delete(buffer)) return;
+  const current = spare?.deref();
+  if (current === undefined || current.byteLength < buffer.byteLength) spare = new WeakRef(buffer);
+}
+
 /**
  * The file's bytes, read into one buffer sized from `size` (grown if the
  * file grew meanwhile, up to `limit`). `Deno.readFile` reads into memory of
@@ -62,20 +105,26 @@ export async function readFileChecked(path: string, options: ReadFileOptions): P
 async function readWhole(path: string, size: number, limit: number): Promise<Uint8Array> {
   using file = await Deno.open(path, { read: true });
   // One byte more than expected: a read that fills it means the file grew.
-  let buffer = new Uint8Array(size + 1);
+  let buffer = readBuffer(size);
   let length = 0;
-  for (;;) {
-    if (length === buffer.length) {
-      if (length > limit) {
-        throw new FsError("invalid", `file is too large to read: limit is ${limit} bytes`);
+  try {
+    for (;;) {
+      if (length === buffer.length) {
+        if (length > limit) {
+          throw new FsError("invalid", `file is too large to read: limit is ${limit} bytes`);
+        }
+        const grown = new Uint8Array(Math.min(limit + 1, buffer.length * 2));
+        grown.set(buffer);
+        releaseReadBuffer(buffer);
+        buffer = grown;
       }
-      const grown = new Uint8Array(Math.min(limit + 1, buffer.length * 2));
-      grown.set(buffer);
-      buffer = grown;
+      const n = await file.read(buffer.subarray(length));
+      if (n === null) break;
+      length += n;
     }
-    const n = await file.read(buffer.subarray(length));
-    if (n === null) break;
-    length += n;
+  } catch (error) {
+    releaseReadBuffer(buffer);
+    throw error;
   }
   return buffer.subarray(0, length);
 }

@@ -114,9 +114,27 @@ export class Base64Part {
   /** Length of the base64 text (ASCII: also its UTF-8 length). */
   readonly length: number;
 
-  /** Wraps `bytes` (not copied: they must not change until sent). */
-  constructor(readonly bytes: Uint8Array) {
+  #release: (() => void) | undefined;
+
+  /**
+   * Wraps `bytes` (not copied: they must not change until sent);
+   * `release` is called once an output sink has encoded them (see
+   * {@linkcode Base64Part.release}).
+   */
+  constructor(readonly bytes: Uint8Array, release?: () => void) {
     this.length = Math.ceil(bytes.length / 3) * 4;
+    this.#release = release;
+  }
+
+  /**
+   * Says the bytes are no longer needed (their base64 is in the output):
+   * runs the callback given at construction, once. Output sinks call it;
+   * a message consumed otherwise (in process) never does.
+   */
+  release(): void {
+    const release = this.#release;
+    this.#release = undefined;
+    release?.();
   }
 
   /** The whole base64 text (slow paths and in-process consumers). */

@@ -76,6 +76,11 @@ function encodeBase64Into(bytes: Uint8Array, out: Uint8Array, at: number): numbe
   return at;
 }
 
+/** Tells the byte parts of an encoded message that their bytes are no longer needed. */
+function releaseParts(parts: readonly JsonPart[]): void {
+  for (const part of parts) if (part instanceof Base64Part) part.release();
+}
+
 /**
  * Encodes a batch of messages into one framed buffer, in `scratch` when it
  * is large enough.
@@ -96,6 +101,7 @@ export function frameBatch(batch: Pending[], framing: Framing, scratch?: Uint8Ar
     const m = batch[i]!;
     if (m.length > framing.maxFastPayload) {
       slow.push([offset, framing.frameSlow(m.parts.join(""))]);
+      releaseParts(m.parts);
       continue;
     }
     const header = framing.headerSize(m.length);
@@ -118,8 +124,10 @@ export function frameBatch(batch: Pending[], framing: Framing, scratch?: Uint8Ar
       // Non-ASCII text: its UTF-8 form is longer than its length in UTF-16
       // units. Frame it on its own and splice it in below.
       slow.push([offset, framing.frameSlow(m.parts.join(""))]);
+      releaseParts(m.parts);
       continue;
     }
+    releaseParts(m.parts);
     framing.seal(out, start, m.length);
     out.set(framing.trailer, start + m.length);
     offset = start + m.length + framing.trailer.length;
@@ -183,6 +191,7 @@ async function writeInPieces(
   if (buffer.length - at < trailer.length) await flush();
   buffer.set(trailer, at);
   at += trailer.length;
+  releaseParts(parts);
   await flush();
 }
 

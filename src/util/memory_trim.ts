@@ -21,6 +21,11 @@
  * trim that returned little the memory is live (a thousand sessions, output
  * kept for reconnects), so the next one waits for new growth — or for a
  * while, which doubles (up to 30 s) as long as trims keep returning little.
+ * A trim whose memory work needed again right away (it came back within
+ * four times the quiet time, and grew past `growthBytes` again) was premature:
+ * the quiet time doubles, up to 8 times its base, and halves back after
+ * longer pauses — bursts that recur every second or two keep their memory,
+ * an idle server still gets its trim within seconds.
  * An idle server has no timer at all, however many sessions it holds. Where
  * trimming is impossible (not Linux/glibc, no `--allow-ffi`) nothing is
  * scheduled.
@@ -61,7 +66,11 @@ function openLibc(): Libc | null {
 
 /** Options of {@linkcode MemoryTrimmer}. */
 export interface MemoryTrimmerOptions {
-  /** Quiet time before trimming, ms. Default 500. */
+  /**
+   * Quiet time before trimming, ms. Default 500. It doubles (up to 8×) while
+   * trims turn out premature — work came back within four times the quiet time
+   * and needed the memory again — and halves back after longer pauses.
+   */
   readonly quietMs?: number;
   /** Growth of the resident size over its smallest that is worth a trim. Default 32 MiB. */
   readonly growthBytes?: number;
@@ -80,6 +89,8 @@ export interface MemoryTrimmerOptions {
 
 /** Longest wait between trims that return little. */
 const MAX_DELAY_MS = 30_000;
+/** The longest the quiet time grows to, as a multiple of its base. */
+const MAX_QUIET_FACTOR = 8;
 
 /** What the trimmer watches, in bytes. */
 export interface MemorySample {
@@ -129,7 +140,13 @@ export class MemoryTrimmer {
   #externalFloor: number;
   #running: Promise<unknown> | null = null;
   #closed = false;
-  readonly #quietMs: number;
+  /** The quiet time now (see {@linkcode MemoryTrimmerOptions.quietMs}). */
+  #quietMs: number;
+  readonly #baseQuietMs: number;
+  /** When the last trim ran, until work comes again. */
+  #trimmedAt: number | undefined;
+  /** Work came back soon after the last trim (a check that finds growth then calls the trim premature). */
+  #soonAfterTrim = false;
   readonly #growth: number;
   readonly #checkMs: number;
   readonly #memory: () => MemorySample;
@@ -137,7 +154,7 @@ export class MemoryTrimmer {
 
   /** Creates a trimmer (libc is opened at the first trim). */
   constructor(options: MemoryTrimmerOptions = {}) {
-    this.#quietMs = options.quietMs ?? 500;
+    this.#quietMs = this.#baseQuietMs = options.quietMs ?? 500;
     this.#growth = options.growthBytes ?? 32 * 1024 * 1024;
     this.#checkMs = options.checkMs ?? 1000;
     this.#memory = options.memory ?? memorySample;
@@ -151,8 +168,15 @@ export class MemoryTrimmer {
 
   /** Notes that work happened (cheap: call it per request; bound, so it can be passed on). */
   readonly note = (): void => {
-    this.#lastWork = this.#now();
+    const now = this.#lastWork = this.#now();
     if (this.#timer === undefined && !this.#closed && this.#trimFn !== null) {
+      // The first work since a trim (no check is armed after one). After a
+      // long pause the trim was right: the quiet time shrinks back.
+      if (this.#trimmedAt !== undefined) {
+        this.#soonAfterTrim = now - this.#trimmedAt < 4 * this.#quietMs;
+        if (!this.#soonAfterTrim) this.#quietMs = Math.max(this.#quietMs / 2, this.#baseQuietMs);
+        this.#trimmedAt = undefined;
+      }
       this.#arm(this.#checkMs);
     }
   };
@@ -182,6 +206,8 @@ export class MemoryTrimmer {
       this.#arm(Math.max(this.#quietMs - quietFor, 50));
       return;
     }
+    const soonAfterTrim = this.#soonAfterTrim;
+    this.#soonAfterTrim = false;
     const { rss, external } = this.#memory();
     // Nothing worth returning: stop until the next work.
     if (rss - this.#floor < this.#growth) return;
@@ -190,6 +216,16 @@ export class MemoryTrimmer {
     // find nothing, at a cost that grows with it; look again only after a
     // while, and only when there is work again — never on an idle server.
     if (rss - this.#settled < this.#growth / 2 && now - this.#lastTrim < this.#backoff) return;
+    // Grown again soon after a trim: what it returned was faulted in again
+    // at once (a loop of builds, a client reading file after file) — such a
+    // trim costs more than it saves, so wait longer.
+    if (soonAfterTrim) {
+      this.#quietMs = Math.min(this.#quietMs * 2, this.#baseQuietMs * MAX_QUIET_FACTOR);
+      if (quietFor < this.#quietMs) {
+        this.#arm(Math.max(this.#quietMs - quietFor, 50));
+        return;
+      }
+    }
     // Buffers (output, file data, frames) are freed only by a collection of
     // their owners; without a burst of them, what glibc holds free goes back
     // without one (the heap's own garbage is V8's to reduce).
@@ -207,6 +243,7 @@ export class MemoryTrimmer {
       this.#floor = Math.min(this.#floor, after);
       this.#settled = after;
       this.#lastTrim = this.#now();
+      this.#trimmedAt = this.#lastTrim;
       // Little came back: it is in use — back off. A burst came back: the
       // next work may look again a check later. Either way nothing is armed
       // here: an idle server has no timer.

@@ -13,7 +13,7 @@ const MiB = 1024 * 1024;
  * buffers; a collection frees `garbage` (buffers), any trim `free` (pages
  * glibc held free).
  */
-function fakeProcess() {
+function fakeProcess(quietMs = 0) {
   const state = {
     rss: 100 * MiB,
     external: 1 * MiB,
@@ -31,7 +31,7 @@ function fakeProcess() {
     }
   };
   const trimmer = new MemoryTrimmer({
-    quietMs: 0,
+    quietMs,
     checkMs: 5,
     growthBytes: 32 * MiB,
     now: () => state.now,
@@ -72,7 +72,7 @@ function fakeProcess() {
     trimmer.note();
     return next(then);
   };
-  return { state, trimmer, work };
+  return { state, trimmer, work, next };
 }
 
 Deno.test("memory trim: a burst is returned, and the next work looks again a check later", async () => {
@@ -124,6 +124,38 @@ Deno.test("memory trim: after a trim that returned little, no timer is left behi
   // the check that nothing is armed: another note would arm one).
   await new Promise((resolve) => setTimeout(resolve, 20));
   assertEquals(state.trims, 1);
+  await trimmer.close();
+});
+
+Deno.test("memory trim: a trim whose memory is needed again at once makes the next wait longer; a long pause shortens it", async () => {
+  const { state, trimmer, next } = fakeProcess(100);
+  const burst = () => {
+    state.rss += 200 * MiB;
+    state.free = 180 * MiB;
+  };
+  burst();
+  trimmer.note();
+  state.now = 100; // quiet for the base time: trimmed
+  await next("trim");
+  assertEquals([state.trims, state.rss], [1, 120 * MiB]);
+  // Work again 50 ms after the trim, and the memory it returned is back:
+  // that trim was premature, so this one waits twice as long.
+  state.now = 150;
+  burst();
+  trimmer.note();
+  state.now = 250;
+  await next("check");
+  assertEquals(state.trims, 1);
+  state.now = 350;
+  await next("trim");
+  assertEquals([state.trims, state.rss], [2, 140 * MiB]);
+  // Work after a long pause: that trim was right; the base time again.
+  state.now = 10_000;
+  burst();
+  trimmer.note();
+  state.now = 10_100;
+  await next("trim");
+  assertEquals([state.trims, state.rss], [3, 160 * MiB]);
   await trimmer.close();
 });
 

@@ -257,3 +257,60 @@ Deno.test("ndjson output: a message larger than the reused buffer goes out in pi
   assertEquals(Uint8Array.fromBase64(file.result.dataBase64), data);
   assert(note.params.text === text, "the non-ASCII text arrives intact");
 });
+
+Deno.test("output sink: bytes are given back once their base64 is in the output, and not before", async () => {
+  const { Base64Part, RawJson } = await import("../../src/jsonrpc/message.ts");
+  const small = crypto.getRandomValues(new Uint8Array(1000));
+  const large = new Uint8Array(6 * 1024 * 1024 + 1);
+  for (let i = 0; i < large.length; i += 65536) {
+    crypto.getRandomValues(large.subarray(i, i + 65536));
+  }
+  const want = [small.slice(), large.slice(), small.slice()];
+  const released: string[] = [];
+  // Given back, the bytes may be overwritten at once (the next read): the
+  // output must already hold them.
+  const part = (name: string, bytes: Uint8Array) =>
+    new Base64Part(bytes, () => {
+      released.push(name);
+      bytes.fill(0);
+    });
+  const writes: Uint8Array[] = [];
+  const output = createOutputSink(
+    ndjsonFraming,
+    (bytes) => {
+      writes.push(bytes.slice());
+      return Promise.resolve();
+    },
+    () => Promise.resolve(),
+    { reuseBuffers: true },
+  );
+  const writer = new WritableStream(output.sink).getWriter();
+  await Promise.all([
+    // In a batch; in pieces (larger than the reused buffer); next to
+    // non-ASCII text (framed on its own).
+    writer.write({
+      jsonrpc: "2.0",
+      id: 1,
+      result: new RawJson('{"d":"', part("small", small), '"}'),
+    }),
+    writer.write({
+      jsonrpc: "2.0",
+      id: 2,
+      result: new RawJson('{"d":"', part("large", large), '"}'),
+    }),
+    writer.write({
+      jsonrpc: "2.0",
+      id: 3,
+      result: new RawJson('{"t":"é","d":"', part("mixed", small.slice()), '"}'),
+    }),
+  ]);
+  assert(await output.flushed());
+  assertEquals(released.sort(), ["large", "mixed", "small"]);
+  const lines = new TextDecoder().decode(concatBytes(writes)).split("\n").slice(0, 3);
+  const got = lines.map((l) => Uint8Array.fromBase64(JSON.parse(l).result.d));
+  // Where each first differs (a diff of 6 MiB arrays would take the machine's memory).
+  const firstDifference = (x: Uint8Array, y: Uint8Array) =>
+    x.length !== y.length ? `length ${x.length} ≠ ${y.length}` : x.findIndex((v, i) => v !== y[i]);
+  assertEquals(got.map((g, i) => firstDifference(g, want[i]!)), [-1, -1, -1]);
+  assertEquals(JSON.parse(lines[2]!).result.t, "é");
+});

@@ -8,7 +8,7 @@
 import { RpcError } from "../../jsonrpc/errors.ts";
 import { FileHandleTable } from "../../fs/handles.ts";
 import { canonicalize, getMetadata, readDirectory } from "../../fs/metadata.ts";
-import { readFileChecked, writeFileChecked } from "../../fs/read_write.ts";
+import { readFileChecked, releaseReadBuffer, writeFileChecked } from "../../fs/read_write.ts";
 import { copyPath, createDirectory, removePath } from "../../fs/tree.ts";
 import { walk } from "../../fs/walk.ts";
 import { MissingPathWatch } from "../../fs/watch_missing.ts";
@@ -143,7 +143,13 @@ export const fsMethods: MethodTable = defineMethods({
       followSymlinks: p.followSymlinks,
       maxPayloadBytes: ctx.connection.resources.connection.maxMessageBytes - ENVELOPE_BYTES,
     });
-    return new RawJson('{"dataBase64":"', new Base64Part(bytes), '"}');
+    // Once its base64 is in the output, the buffer may take the next read;
+    // writing a large reply is work (the memory trimmer waits for quiet).
+    const encoded = () => {
+      releaseReadBuffer(bytes);
+      ctx.server.trimmer.note();
+    };
+    return new RawJson('{"dataBase64":"', new Base64Part(bytes, encoded), '"}');
   },
 
   [Method.FsWriteFile]: async (p, ctx) => {
