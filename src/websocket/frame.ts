@@ -49,6 +49,10 @@ export class WebSocketProtocolError extends Error {
   }
 }
 
+/** The mask rotated to an 8-byte boundary, as one 64-bit word (reused: no allocation per frame). */
+const ROTATED = new Uint8Array(8);
+const ROTATED_WORD = new BigInt64Array(ROTATED.buffer);
+
 /** XORs `data` in place with the 4-byte `mask`. */
 export function applyMask(data: Uint8Array, mask: Uint8Array): void {
   const length = data.length;
@@ -62,9 +66,8 @@ export function applyMask(data: Uint8Array, mask: Uint8Array): void {
   }
   const words = (length - i) >>> 3;
   if (words > 0) {
-    const rotated = new Uint8Array(8);
-    for (let k = 0; k < 8; k++) rotated[k] = mask[(i + k) & 3]!;
-    const m = new BigInt64Array(rotated.buffer)[0]!;
+    for (let k = 0; k < 8; k++) ROTATED[k] = mask[(i + k) & 3]!;
+    const m = ROTATED_WORD[0]!;
     const w64 = new BigInt64Array(data.buffer, data.byteOffset + i, words);
     for (let w = 0; w < words; w++) w64[w]! ^= m;
     i += words << 3;
@@ -195,7 +198,13 @@ export interface FrameParserOptions {
 /** Incremental frame parser; feed it bytes, get frames. */
 export class FrameParser {
   #buffer: Uint8Array = new Uint8Array(0);
-  #header: { fin: boolean; opcode: number; mask: Uint8Array | null } | null = null;
+  // The current frame's header (valid while #payload is set); its mask is
+  // copied into the parser's own four bytes: nothing is allocated per frame
+  // but its payload.
+  #fin = false;
+  #opcode = 0;
+  #masked = false;
+  readonly #mask = new Uint8Array(4);
   #payload: Uint8Array | null = null;
   #filled = 0;
   #payloadLength = 0;
@@ -260,14 +269,12 @@ export class FrameParser {
   }
 
   #finishFrame(): Frame {
-    const header = this.#header!;
     const payload = this.#payload!;
     withHeadroom.add(payload);
-    if (header.mask) applyMask(payload, header.mask);
-    this.#header = null;
+    if (this.#masked) applyMask(payload, this.#mask);
     this.#payload = null;
     this.#filled = 0;
-    return { fin: header.fin, opcode: header.opcode, payload };
+    return { fin: this.#fin, opcode: this.#opcode, payload };
   }
 
   /** Parses a header at the start of `data`; returns bytes consumed (0: need more). */
@@ -297,7 +304,8 @@ export class FrameParser {
       size = 10;
     }
     const isControl = opcode >= 0x8;
-    if (![0x0, 0x1, 0x2, 0x8, 0x9, 0xa].includes(opcode)) {
+    // Known: continuation, text, binary, close, ping, pong.
+    if ((opcode > 0x2 && opcode < 0x8) || opcode > 0xa) {
       throw new WebSocketProtocolError(CloseCode.ProtocolError, `unknown opcode ${opcode}`);
     }
     if (isControl && (length > 125 || !fin)) {
@@ -315,13 +323,14 @@ export class FrameParser {
         `frame of ${length} bytes exceeds the limit of ${this.options.maxFramePayload} bytes`,
       );
     }
-    let mask: Uint8Array | null = null;
     if (masked) {
       if (data.length < size + 4) return 0;
-      mask = data.slice(size, size + 4);
+      this.#mask.set(data.subarray(size, size + 4));
       size += 4;
     }
-    this.#header = { fin, opcode, mask };
+    this.#fin = fin;
+    this.#opcode = opcode;
+    this.#masked = masked;
     this.#payload = allocatePayload(length, this.options.pool);
     this.#payloadLength = length;
     this.#filled = 0;
