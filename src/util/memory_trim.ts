@@ -21,11 +21,12 @@
  * trim that returned little the memory is live (a thousand sessions, output
  * kept for reconnects), so the next one waits for new growth — or for a
  * while, which doubles (up to 30 s) as long as trims keep returning little.
- * A trim whose memory work needed again right away (it came back within
- * four times the quiet time, and grew past `growthBytes` again) was premature:
- * the quiet time doubles, up to 8 times its base, and halves back after
- * longer pauses — bursts that recur every second or two keep their memory,
- * an idle server still gets its trim within seconds.
+ * A trim whose memory work needed again soon (it came back within eight
+ * times the quiet time, and grew past `growthBytes` again) was premature —
+ * on a virtual machine, faulting 100 MiB back in costs more CPU than the
+ * burst's own work: the quiet time doubles, up to 8 times its base (4 s),
+ * and halves back after longer pauses. Bursts that recur every few seconds
+ * keep their memory; an idle server still gets its trim within seconds.
  * An idle server has no timer at all, however many sessions it holds. Where
  * trimming is impossible (not Linux/glibc, no `--allow-ffi`) nothing is
  * scheduled.
@@ -68,8 +69,8 @@ function openLibc(): Libc | null {
 export interface MemoryTrimmerOptions {
   /**
    * Quiet time before trimming, ms. Default 500. It doubles (up to 8×) while
-   * trims turn out premature — work came back within four times the quiet time
-   * and needed the memory again — and halves back after longer pauses.
+   * trims turn out premature — work came back within eight times the quiet
+   * time and needed the memory again — and halves back after longer pauses.
    */
   readonly quietMs?: number;
   /** Growth of the resident size over its smallest that is worth a trim. Default 32 MiB. */
@@ -91,6 +92,8 @@ export interface MemoryTrimmerOptions {
 const MAX_DELAY_MS = 30_000;
 /** The longest the quiet time grows to, as a multiple of its base. */
 const MAX_QUIET_FACTOR = 8;
+/** Work within this many quiet times of a trim, growing the memory again, makes it premature. */
+const PREMATURE_FACTOR = 8;
 
 /** What the trimmer watches, in bytes. */
 export interface MemorySample {
@@ -173,7 +176,7 @@ export class MemoryTrimmer {
       // The first work since a trim (no check is armed after one). After a
       // long pause the trim was right: the quiet time shrinks back.
       if (this.#trimmedAt !== undefined) {
-        this.#soonAfterTrim = now - this.#trimmedAt < 4 * this.#quietMs;
+        this.#soonAfterTrim = now - this.#trimmedAt < PREMATURE_FACTOR * this.#quietMs;
         if (!this.#soonAfterTrim) this.#quietMs = Math.max(this.#quietMs / 2, this.#baseQuietMs);
         this.#trimmedAt = undefined;
       }
@@ -217,8 +220,8 @@ export class MemoryTrimmer {
     // while, and only when there is work again — never on an idle server.
     if (rss - this.#settled < this.#growth / 2 && now - this.#lastTrim < this.#backoff) return;
     // Grown again soon after a trim: what it returned was faulted in again
-    // at once (a loop of builds, a client reading file after file) — such a
-    // trim costs more than it saves, so wait longer.
+    // (a loop of builds, a client reading file after file) — such a trim
+    // costs more than it saves, so wait longer.
     if (soonAfterTrim) {
       this.#quietMs = Math.min(this.#quietMs * 2, this.#baseQuietMs * MAX_QUIET_FACTOR);
       if (quietFor < this.#quietMs) {
