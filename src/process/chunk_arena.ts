@@ -65,7 +65,26 @@ export class ChunkArena {
       return;
     }
     this.#blocks.shift();
-    if (this.#spare.length < MAX_SPARE) this.#spare.push(block.bytes);
+    this.#keepSpare(block.bytes);
+  }
+
+  /**
+   * Keeps an emptied block for reuse: the largest few. (Keeping the first
+   * ones emptied kept a stream's first, smallest blocks for good — too small
+   * for its chunks — and every later block was dropped and allocated anew:
+   * 250 MiB of fresh memory per 256 MiB streamed.)
+   */
+  #keepSpare(bytes: Uint8Array): void {
+    const spare = this.#spare;
+    if (spare.length < MAX_SPARE) {
+      spare.push(bytes);
+      return;
+    }
+    let smallest = 0;
+    for (let i = 1; i < spare.length; i++) {
+      if (spare[i]!.length < spare[smallest]!.length) smallest = i;
+    }
+    if (spare[smallest]!.length < bytes.length) spare[smallest] = bytes;
   }
 
   /**

@@ -98,3 +98,25 @@ Deno.test("output log: what it stores follows what it retains once trimmed or do
   assert(kept.length >= 2);
   for (const event of kept) assertEquals(event.chunk, pattern(event.seq - 1, 30_000));
 });
+
+Deno.test("chunk arena: a long stream keeps reusing its full-size blocks, not its first small ones", () => {
+  const arena = new ChunkArena();
+  const chunk = new Uint8Array(65536);
+  let held = 0;
+  const buffers = new Set<ArrayBufferLike>();
+  // A stream's first reads are small (a process's reads start at 4 KiB),
+  // then 64 KiB chunks, with a 4 MiB window (as a log keeps its history):
+  // its first blocks are small, too small for the later chunks, and the
+  // first emptied.
+  for (let i = 0; i < 2000; i++) {
+    const view = arena.store(i < 3 ? chunk.subarray(0, 1024 << i) : chunk);
+    if (i >= 200) buffers.add(view.buffer);
+    if (++held > 64) {
+      arena.releaseOldest();
+      held--;
+    }
+  }
+  // After the window filled, its blocks come round again: 1800 chunks
+  // (112 MiB) in a handful of blocks, not a fresh one per MiB.
+  assert(buffers.size <= 8, `${buffers.size} blocks for 112 MiB`);
+});
