@@ -24,8 +24,9 @@
  * A trim whose memory work needed again soon (it came back within eight
  * times the quiet time, and grew past `growthBytes` again) was premature —
  * on a virtual machine, faulting 100 MiB back in costs more CPU than the
- * burst's own work: the quiet time doubles, up to 8 times its base (4 s),
- * and halves back after longer pauses. Bursts that recur every few seconds
+ * burst's own work: the quiet time doubles, or grows to half as long again
+ * as the pause the trim fell into, up to 8 times its base (4 s), and halves
+ * back after longer pauses. Bursts that recur every few seconds
  * keep their memory; an idle server still gets its trim within seconds.
  * An idle server has no timer at all, however many sessions it holds. Where
  * trimming is impossible (not Linux/glibc, no `--allow-ffi`) nothing is
@@ -148,8 +149,11 @@ export class MemoryTrimmer {
   readonly #baseQuietMs: number;
   /** When the last trim ran, until work comes again. */
   #trimmedAt: number | undefined;
-  /** Work came back soon after the last trim (a check that finds growth then calls the trim premature). */
-  #soonAfterTrim = false;
+  /**
+   * The pause a trim fell into, when work came back soon after it (a check
+   * that finds growth then calls the trim premature).
+   */
+  #prematurePause: number | undefined;
   readonly #growth: number;
   readonly #checkMs: number;
   readonly #memory: () => MemorySample;
@@ -171,13 +175,15 @@ export class MemoryTrimmer {
 
   /** Notes that work happened (cheap: call it per request; bound, so it can be passed on). */
   readonly note = (): void => {
-    const now = this.#lastWork = this.#now();
+    const now = this.#now();
+    const pause = now - this.#lastWork;
+    this.#lastWork = now;
     if (this.#timer === undefined && !this.#closed && this.#trimFn !== null) {
       // The first work since a trim (no check is armed after one). After a
       // long pause the trim was right: the quiet time shrinks back.
       if (this.#trimmedAt !== undefined) {
-        this.#soonAfterTrim = now - this.#trimmedAt < PREMATURE_FACTOR * this.#quietMs;
-        if (!this.#soonAfterTrim) this.#quietMs = Math.max(this.#quietMs / 2, this.#baseQuietMs);
+        if (now - this.#trimmedAt < PREMATURE_FACTOR * this.#quietMs) this.#prematurePause = pause;
+        else this.#quietMs = Math.max(this.#quietMs / 2, this.#baseQuietMs);
         this.#trimmedAt = undefined;
       }
       this.#arm(this.#checkMs);
@@ -209,8 +215,8 @@ export class MemoryTrimmer {
       this.#arm(Math.max(this.#quietMs - quietFor, 50));
       return;
     }
-    const soonAfterTrim = this.#soonAfterTrim;
-    this.#soonAfterTrim = false;
+    const prematurePause = this.#prematurePause;
+    this.#prematurePause = undefined;
     const { rss, external } = this.#memory();
     // Nothing worth returning: stop until the next work.
     if (rss - this.#floor < this.#growth) return;
@@ -221,9 +227,13 @@ export class MemoryTrimmer {
     if (rss - this.#settled < this.#growth / 2 && now - this.#lastTrim < this.#backoff) return;
     // Grown again soon after a trim: what it returned was faulted in again
     // (a loop of builds, a client reading file after file) — such a trim
-    // costs more than it saves, so wait longer.
-    if (soonAfterTrim) {
-      this.#quietMs = Math.min(this.#quietMs * 2, this.#baseQuietMs * MAX_QUIET_FACTOR);
+    // costs more than it saves, so wait longer: at least twice as long, and
+    // half as long again as the pause that trim fell into.
+    if (prematurePause !== undefined) {
+      this.#quietMs = Math.min(
+        Math.max(this.#quietMs * 2, prematurePause * 1.5),
+        this.#baseQuietMs * MAX_QUIET_FACTOR,
+      );
       if (quietFor < this.#quietMs) {
         this.#arm(Math.max(this.#quietMs - quietFor, 50));
         return;

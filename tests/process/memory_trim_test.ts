@@ -138,22 +138,24 @@ Deno.test("memory trim: a trim whose memory is needed again at once makes the ne
   state.now = 100; // quiet for the base time: trimmed
   await next("trim");
   assertEquals([state.trims, state.rss], [1, 120 * MiB]);
-  // Work again 50 ms after the trim, and the memory it returned is back:
-  // that trim was premature, so this one waits twice as long.
-  state.now = 150;
+  // Work again 200 ms after the trim (a pause of 300 ms since the burst),
+  // and the memory it returned is back: that trim was premature, so this
+  // one waits half as long again as that pause — 450 ms, more than twice
+  // the quiet time: at 250 ms there is a check and no trim.
+  state.now = 300;
   burst();
   trimmer.note();
-  state.now = 250;
+  state.now = 550;
   await next("check");
   assertEquals(state.trims, 1);
-  state.now = 350;
+  state.now = 750;
   await next("trim");
   assertEquals([state.trims, state.rss], [2, 140 * MiB]);
-  // Work after a long pause: that trim was right; the base time again.
+  // Work after a long pause: that trim was right; the wait halves back.
   state.now = 10_000;
   burst();
   trimmer.note();
-  state.now = 10_100;
+  state.now = 10_225;
   await next("trim");
   assertEquals([state.trims, state.rss], [3, 160 * MiB]);
   await trimmer.close();
