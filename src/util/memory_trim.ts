@@ -69,9 +69,10 @@ function openLibc(): Libc | null {
 /** Options of {@linkcode MemoryTrimmer}. */
 export interface MemoryTrimmerOptions {
   /**
-   * Quiet time before trimming, ms. Default 500. It doubles (up to 8×) while
-   * trims turn out premature — work came back within eight times the quiet
-   * time and needed the memory again — and halves back after longer pauses.
+   * Quiet time before trimming, ms. Default 500. It grows (at least
+   * doubling, up to 8×) while trims turn out premature — work came back
+   * within eight times the quiet time and needed the memory again — and
+   * halves back after longer pauses.
    */
   readonly quietMs?: number;
   /** Growth of the resident size over its smallest that is worth a trim. Default 32 MiB. */
