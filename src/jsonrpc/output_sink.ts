@@ -174,9 +174,9 @@ async function writeInPieces(
   for (const part of parts) {
     if (part instanceof Base64Part) {
       for (let i = 0; i < part.bytes.length; i += BASE64_PIECE) {
-        const piece = part.bytes.subarray(i, i + BASE64_PIECE).toBase64();
-        if (buffer.length - at < piece.length) await flush();
-        at += encoder.encodeInto(piece, buffer.subarray(at)).written;
+        const piece = part.bytes.subarray(i, i + BASE64_PIECE);
+        if (buffer.length - at < Math.ceil(piece.length / 3) * 4) await flush();
+        at = encodeBase64Into(piece, buffer, at);
       }
       continue;
     }

@@ -97,25 +97,11 @@ export class ChunkArena {
   compact(live: readonly Uint8Array[]): Uint8Array[] {
     let total = 0;
     for (const chunk of live) total += chunk.byteLength;
-    this.#blocks = [];
     this.#spare = [];
     this.#lastSize = 0;
-    if (total === 0) return live.map(() => new Uint8Array(0));
-    const views: Uint8Array[] = [];
-    const block: Block = { bytes: new Uint8Array(total), used: 0, live: 0 };
-    this.#blocks.push(block);
-    for (const chunk of live) {
-      if (chunk.byteLength === 0) {
-        views.push(new Uint8Array(0));
-        continue;
-      }
-      const view = block.bytes.subarray(block.used, block.used + chunk.byteLength);
-      view.set(chunk);
-      block.used += chunk.byteLength;
-      block.live++;
-      views.push(view);
-    }
-    return views;
+    // One block that fits them exactly: storing them again fills it.
+    this.#blocks = total === 0 ? [] : [{ bytes: new Uint8Array(total), used: 0, live: 0 }];
+    return live.map((chunk) => this.store(chunk));
   }
 
   /** Lets go of the emptied blocks kept for reuse (nothing more will be stored). */

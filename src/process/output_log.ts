@@ -204,12 +204,12 @@ export class OutputLog {
     const retained = this.#retainedBytes;
     const allowed = done ? retained + retained / 4 : 2 * retained;
     if (this.#arena.capacity <= allowed + COMPACT_SLACK) return;
-    const live: OutputEvent[] = [];
+    const live: Uint8Array[] = [];
     for (let i = this.#head; i < this.#entries.length; i++) {
       const e = this.#entries[i]!;
-      if (e.kind === "output") live.push(e);
+      if (e.kind === "output") live.push(e.chunk);
     }
-    const views = this.#arena.compact(live.map((e) => e.chunk));
+    const views = this.#arena.compact(live);
     let next = 0;
     for (let i = this.#head; i < this.#entries.length; i++) {
       const e = this.#entries[i]!;

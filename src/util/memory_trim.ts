@@ -148,8 +148,8 @@ export class MemoryTrimmer {
   /** The quiet time now (see {@linkcode MemoryTrimmerOptions.quietMs}). */
   #quietMs: number;
   readonly #baseQuietMs: number;
-  /** When the last trim ran, until work comes again. */
-  #trimmedAt: number | undefined;
+  /** A trim ran and no work has come since. */
+  #trimmedSinceWork = false;
   /**
    * The pause a trim fell into, when work came back soon after it (a check
    * that finds growth then calls the trim premature).
@@ -182,10 +182,10 @@ export class MemoryTrimmer {
     if (this.#timer === undefined && !this.#closed && this.#trimFn !== null) {
       // The first work since a trim (no check is armed after one). After a
       // long pause the trim was right: the quiet time shrinks back.
-      if (this.#trimmedAt !== undefined) {
-        if (now - this.#trimmedAt < PREMATURE_FACTOR * this.#quietMs) this.#prematurePause = pause;
+      if (this.#trimmedSinceWork) {
+        if (now - this.#lastTrim < PREMATURE_FACTOR * this.#quietMs) this.#prematurePause = pause;
         else this.#quietMs = Math.max(this.#quietMs / 2, this.#baseQuietMs);
-        this.#trimmedAt = undefined;
+        this.#trimmedSinceWork = false;
       }
       this.#arm(this.#checkMs);
     }
@@ -257,7 +257,7 @@ export class MemoryTrimmer {
       this.#floor = Math.min(this.#floor, after);
       this.#settled = after;
       this.#lastTrim = this.#now();
-      this.#trimmedAt = this.#lastTrim;
+      this.#trimmedSinceWork = true;
       // Little came back: it is in use — back off. A burst came back: the
       // next work may look again a check later. Either way nothing is armed
       // here: an idle server has no timer.
