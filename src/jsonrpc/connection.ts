@@ -1,7 +1,8 @@
 /**
  * A connection is a pair of Web streams of JSON-RPC messages plus a `closed`
- * promise (and, for the peer's hot path, the same inbound messages as a
- * {@linkcode MessageSource} without stream machinery). Transports (stdio, a
+ * promise (and, for the peer's hot path, the same messages as a
+ * {@linkcode MessageSource} and a `MessageSink` without stream machinery).
+ * Transports (stdio, a
  * child's pipes, a WebSocket, an encrypted relay stream) are functions that
  * turn their medium into this shape; the peer on top knows nothing of the
  * medium.
@@ -10,7 +11,7 @@
  */
 
 import type { IncomingMessage, JsonRpcMessage } from "./message.ts";
-import type { OutputSink } from "./output_sink.ts";
+import type { MessageSink, OutputSink } from "./output_sink.ts";
 
 /** Why a connection ended. */
 export interface CloseInfo {
@@ -31,6 +32,11 @@ export interface Connection {
   readonly source?: MessageSource;
   /** Outbound messages; applies backpressure from the transport. */
   readonly writable: WritableStream<JsonRpcMessage>;
+  /**
+   * The same outbound queue as a direct writer, when the transport has one
+   * (cheaper than `writable`). A producer writes to one or the other.
+   */
+  readonly sink?: MessageSink;
   /** Resolves once, when the connection has ended for any reason. */
   readonly closed: Promise<CloseInfo>;
   /** Short description for logs, e.g. `stdio` or `ws 127.0.0.1:5000`. */
@@ -121,13 +127,17 @@ export function messageConnection(parts: ConnectionParts): Connection {
   const { output, input } = parts;
   const source = input instanceof ReadableStream ? undefined : input;
   let readable = input instanceof ReadableStream ? input : undefined;
+  let writable: WritableStream<JsonRpcMessage> | undefined;
   return {
-    // A stream over the source only for a consumer that asks for one.
+    // Streams over the source and the sink only for a consumer that asks.
     get readable() {
       return readable ??= sourceStream(source!);
     },
     ...(source ? { source } : {}),
-    writable: new WritableStream(output.sink),
+    get writable() {
+      return writable ??= new WritableStream(output.sink);
+    },
+    sink: output.messages,
     closed: parts.closed,
     label: parts.label,
     maxOutgoingBytes: parts.maxOutgoingBytes,

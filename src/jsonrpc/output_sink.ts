@@ -42,11 +42,37 @@ export interface OutputSinkOptions {
 
 const MAX_SCRATCH = 4 * 1024 * 1024;
 
-/** The sink plus a way to fail it at once when the transport dies. */
+/**
+ * Outbound messages without Web-stream machinery: the peer's hot path (a
+ * `WritableStream` costs several promises and a dozen calls per message).
+ * Messages are queued in the order `write` is called.
+ */
+export interface MessageSink {
+  /**
+   * Queues `message` behind every earlier one. Returns `undefined` when it
+   * was taken and there is room for more; otherwise a promise that resolves
+   * once the backlog has drained (more than the high-water mark waited), or
+   * rejects when the output has failed or been closed (at once if it
+   * already had).
+   */
+  write(message: JsonRpcMessage): Promise<void> | undefined;
+  /** True while more than the high-water mark waits for the transport. */
+  readonly congested: boolean;
+  /** Resolves once there is room (at once when there is); never rejects. */
+  ready(): Promise<void>;
+  /** Writes out everything queued, then ends the transport's output. */
+  close(): Promise<void>;
+  /** Resolves with the error if the output fails; otherwise never settles. */
+  readonly failed: Promise<unknown>;
+}
+
+/** The sink, as a direct writer and as a stream sink, plus a way to fail it. */
 export interface OutputSink {
-  /** For `new WritableStream(sink)`. */
+  /** Direct writes (what the peer uses). */
+  readonly messages: MessageSink;
+  /** For `new WritableStream(sink)`: the same queue, for stream consumers. */
   readonly sink: UnderlyingSink<JsonRpcMessage>;
-  /** Errors the stream now (pending and later writes reject). */
+  /** Errors the output now (pending and later writes reject). */
   fail(error: unknown): void;
   /**
    * Resolves true once every message the sink has accepted so far has been
@@ -206,12 +232,18 @@ export function createOutputSink(
   options: OutputSinkOptions = {},
 ): OutputSink {
   const high = options.highWaterMark ?? 1024 * 1024;
+  const isAlone = options.alone;
   let pending: Pending[] = [];
+  /** How many of `pending` are framed alone (batches end before and after each). */
+  let alones = 0;
   let backlog = 0;
   let flushing: Promise<void> | null = null;
   let failure: unknown = null;
+  let closing = false;
+  let closed: Promise<void> | null = null;
   let drained: PromiseWithResolvers<void> | null = null;
   let controller: WritableStreamDefaultController | null = null;
+  const failed = Promise.withResolvers<unknown>();
   // Grown to the batches actually written (an idle connection holds none).
   let scratch: Uint8Array | undefined = options.reuseBuffers ? new Uint8Array(0) : undefined;
   // Receipts: one promise per batch, shared by every message in it.
@@ -219,13 +251,13 @@ export function createOutputSink(
   let inFlight: PromiseWithResolvers<boolean> | null = null;
 
   /** Frames `batch` (in the reused buffer when it fits) and writes it. */
-  async function writeBatch(batch: Pending[]): Promise<void> {
+  function writeBatch(batch: Pending[]): Promise<void> {
     let size = 0;
     for (const m of batch) size += m.length;
     if (scratch !== undefined && scratch.length < size * 1.1 && size <= MAX_SCRATCH) {
       scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.max(4096, Math.ceil(size * 1.25))));
     }
-    await writeBytes(frameBatch(batch, framing, scratch), batch[0]!.alone);
+    return writeBytes(frameBatch(batch, framing, scratch), batch[0]!.alone);
   }
 
   /**
@@ -233,30 +265,54 @@ export function createOutputSink(
    * reused buffer goes out through it in pieces (a file's base64 is then
    * never in memory whole), the messages around it batched as usual.
    */
-  async function writeOut(batch: Pending[]): Promise<void> {
-    if (scratch === undefined || !framing.streamable) return await writeBatch(batch);
+  async function writeInParts(batch: Pending[]): Promise<void> {
     let start = 0;
     for (let i = 0; i < batch.length; i++) {
       const m = batch[i]!;
       if (m.length <= MAX_SCRATCH || m.alone) continue;
       if (i > start) await writeBatch(batch.slice(start, i));
-      if (scratch.length < MAX_SCRATCH) scratch = new Uint8Array(MAX_SCRATCH);
-      await writeInPieces(m.parts, framing.trailer, scratch, writeBytes);
+      if (scratch!.length < MAX_SCRATCH) scratch = new Uint8Array(MAX_SCRATCH);
+      await writeInPieces(m.parts, framing.trailer, scratch!, writeBytes);
       start = i + 1;
     }
     if (start < batch.length) await writeBatch(start === 0 ? batch : batch.slice(start));
   }
 
+  function writeOut(batch: Pending[], size: number): Promise<void> {
+    return scratch !== undefined && framing.streamable && size > MAX_SCRATCH
+      ? writeInParts(batch)
+      : writeBatch(batch);
+  }
+
+  /** The next batch: everything waiting, cut before and after a message framed alone. */
+  function takeBatch(): Pending[] {
+    let batch = pending;
+    if (alones > 0) {
+      let cut = 1;
+      if (batch[0]!.alone === undefined) {
+        while (cut < batch.length && batch[cut]!.alone === undefined) cut++;
+      } else {
+        alones--;
+      }
+      if (cut < batch.length) {
+        pending = batch.slice(cut);
+        return batch.slice(0, cut);
+      }
+    }
+    pending = [];
+    // The receipt of everything accepted so far goes with the last batch.
+    inFlight = accumulating;
+    accumulating = null;
+    return batch;
+  }
+
   async function flushLoop(): Promise<void> {
     try {
       while (pending.length > 0) {
-        const batch = pending;
-        pending = [];
-        inFlight = accumulating;
-        accumulating = null;
+        const batch = takeBatch();
         let size = 0;
         for (const m of batch) size += m.length;
-        await writeOut(batch);
+        await writeOut(batch, size);
         inFlight?.resolve(true);
         inFlight = null;
         backlog -= size;
@@ -266,11 +322,7 @@ export function createOutputSink(
         }
       }
     } catch (error) {
-      failure = error;
-      pending = [];
-      drained?.reject(error);
-      drained = null;
-      settleReceipts();
+      fail(error);
     } finally {
       flushing = null;
     }
@@ -282,53 +334,71 @@ export function createOutputSink(
     inFlight = accumulating = null;
   }
 
+  const messages: MessageSink = {
+    write(msg) {
+      if (failure !== null) return Promise.reject(failure);
+      if (closing) return Promise.reject(new TypeError("the output is closed"));
+      const parts = encodeMessageParts(msg);
+      let length = 0;
+      for (const p of parts) length += p.length;
+      if (isAlone?.(msg) === true) {
+        pending.push({ parts, length, alone: msg });
+        alones++;
+      } else {
+        pending.push({ parts, length });
+      }
+      backlog += length;
+      if (flushing === null) flushing = flushLoop();
+      if (backlog <= high) return undefined;
+      drained ??= Promise.withResolvers<void>();
+      return drained.promise;
+    },
+    get congested() {
+      return backlog > high && failure === null;
+    },
+    ready() {
+      return backlog > high && failure === null
+        ? (drained ??= Promise.withResolvers<void>()).promise.catch(() => {})
+        : Promise.resolve();
+    },
+    close() {
+      closing = true;
+      return closed ??= (async () => {
+        while (flushing !== null) await flushing;
+        if (failure !== null) throw failure;
+        await close();
+      })();
+    },
+    failed: failed.promise,
+  };
+
   const sink: UnderlyingSink<JsonRpcMessage> = {
     start(c) {
       controller = c;
     },
-    async write(msg) {
-      const alone = options.alone?.(msg) === true;
-      // Writes are serialised by the stream: once earlier batches are out,
-      // nothing joins this message until its own batch is written.
-      if (alone) { while (flushing !== null) await flushing; }
-      if (failure !== null) throw failure;
-      const parts = encodeMessageParts(msg);
-      let length = 0;
-      for (const p of parts) length += p.length;
-      pending.push(alone ? { parts, length, alone: msg } : { parts, length });
-      backlog += length;
-      if (flushing === null) flushing = flushLoop();
-      if (alone) {
-        await flushing;
-        if (failure !== null) throw failure;
-        return;
-      }
-      if (backlog > high) {
-        drained ??= Promise.withResolvers<void>();
-        await drained.promise;
-      }
-    },
-    async close() {
-      while (flushing !== null) await flushing;
-      if (failure !== null) throw failure;
-      await close();
-    },
+    write: (msg) => messages.write(msg),
+    close: () => messages.close(),
     async abort() {
       pending = [];
+      alones = 0;
+      closing = true;
       await close().catch(() => {});
     },
   };
 
-  const fail = (error: unknown) => {
-    if (failure === null) failure = error;
+  function fail(error: unknown): void {
+    if (failure !== null) return;
+    failure = error;
     pending = [];
+    alones = 0;
     settleReceipts();
     drained?.reject(error);
     drained = null;
+    failed.resolve(error);
     try {
       controller?.error(error);
     } catch { /* already errored or closed */ }
-  };
+  }
   const flushed = (): Promise<boolean> => {
     if (failure !== null) return Promise.resolve(false);
     if (pending.length > 0) {
@@ -338,7 +408,7 @@ export function createOutputSink(
     if (inFlight !== null) return inFlight.promise;
     return Promise.resolve(true);
   };
-  return { sink, fail, flushed };
+  return { messages, sink, fail, flushed };
 }
 
 const NEWLINE = new Uint8Array([0x0a]);

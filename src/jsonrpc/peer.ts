@@ -18,7 +18,7 @@
  * @module
  */
 
-import { type Lane, RequestScheduler } from "./scheduler.ts";
+import { type Lane, RequestScheduler, type Turn } from "./scheduler.ts";
 import type { CloseInfo, Connection, MessageSource } from "./connection.ts";
 import { CallTimeoutError, ConnectionClosedError, JsonRpcCode, RpcError } from "./errors.ts";
 import {
@@ -34,6 +34,7 @@ import {
   type RequestId,
   type TraceContext,
 } from "./message.ts";
+import type { MessageSink } from "./output_sink.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import type { RequestTracer } from "../log/otel.ts";
 import { settleWithin } from "../util/async.ts";
@@ -135,6 +136,26 @@ function readerSource(reader: ReadableStreamDefaultReader<IncomingMessage>): Mes
   };
 }
 
+/** A stream writer as a {@linkcode MessageSink}. */
+function writerSink(writer: WritableStreamDefaultWriter<JsonRpcMessage>): MessageSink {
+  return {
+    write: (message) => writer.write(message),
+    get congested() {
+      const size = writer.desiredSize;
+      return size !== null && size <= 0;
+    },
+    ready: () => writer.ready.catch(() => {}),
+    close: () => writer.close(),
+    // Settles only on failure (a clean close is not one).
+    failed: writer.closed.then(() => new Promise<never>(() => {}), (error) => error),
+  };
+}
+
+const SENT = Promise.resolve(true);
+const NOT_SENT = Promise.resolve(false);
+const sent = () => true;
+const notSent = () => false;
+
 /** A JSON-RPC endpoint over one connection; see the module documentation. */
 export class RpcPeer {
   /** Resolves once, after the connection ended and calls were failed. */
@@ -143,7 +164,7 @@ export class RpcPeer {
   readonly connection: Connection;
 
   #options: RpcPeerOptions;
-  #writer: WritableStreamDefaultWriter<JsonRpcMessage>;
+  #sink: MessageSink;
   #logger: Logger;
   #abandonedIds = new Set<number>();
   #scheduler: RequestScheduler;
@@ -152,7 +173,9 @@ export class RpcPeer {
   #abort = new AbortController();
   #closeInfo: CloseInfo | null = null;
   #resolveClosed!: (info: CloseInfo) => void;
-  #inFlight = new Set<Promise<void>>();
+  /** Requests dispatched and not yet answered. */
+  #running = 0;
+  #idle: PromiseWithResolvers<void> | null = null;
   #outputClosed = false;
 
   /** Starts reading `connection` immediately. */
@@ -161,9 +184,9 @@ export class RpcPeer {
     this.#options = options;
     this.#logger = options.logger ?? nullLogger;
     this.#scheduler = new RequestScheduler(options.concurrency ?? 32, options.maxQueued ?? 1024);
-    this.#writer = connection.writable.getWriter();
+    this.#sink = connection.sink ?? writerSink(connection.writable.getWriter());
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
-    this.#writer.closed.catch((error) => {
+    this.#sink.failed.then((error) => {
       this.#outputClosed = true;
       this.#shutdown({ reason: `write failed: ${(error as Error)?.message ?? error}`, error });
     });
@@ -178,13 +201,12 @@ export class RpcPeer {
 
   /** Resolves when the outbound side has room (producers should await it). */
   get ready(): Promise<void> {
-    return this.#writer.ready.catch(() => {});
+    return this.#sink.ready();
   }
 
   /** True when the outbound queue is full. */
   get congested(): boolean {
-    const size = this.#writer.desiredSize;
-    return size !== null && size <= 0;
+    return this.#sink.congested;
   }
 
   /** Aborted when the connection ends. */
@@ -200,8 +222,9 @@ export class RpcPeer {
     // Output may outlive input (a client that sends requests and then closes
     // its end still gets the answers): only a local close or a failed
     // transport stops it.
-    if (this.#outputClosed) return Promise.resolve(false);
-    return this.#writer.write(message).then(() => true, () => false);
+    if (this.#outputClosed) return NOT_SENT;
+    const wait = this.#sink.write(message);
+    return wait === undefined ? SENT : wait.then(sent, notSent);
   }
 
   /** Sends a notification; resolves false when the connection is closed. */
@@ -270,7 +293,7 @@ export class RpcPeer {
       : { jsonrpc: "2.0", id, method, params };
     const trace = options.trace ?? this.#options.trace?.();
     if (trace) msg.trace = trace;
-    this.#writer.write(msg).catch((error) => {
+    this.#sink.write(msg)?.catch((error) => {
       this.#pending.get(id)?.reject(
         new ConnectionClosedError(this.#closeInfo?.reason ?? "connection closed", { cause: error }),
       );
@@ -295,13 +318,13 @@ export class RpcPeer {
 
   /** Waits for running handlers to finish and their responses to be queued. */
   async drain(): Promise<void> {
-    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    while (this.#running > 0) await (this.#idle ??= Promise.withResolvers()).promise;
   }
 
   /** Flushes queued output and closes the outbound side. */
   async flushAndClose(timeoutMs = 5000): Promise<void> {
     this.#outputClosed = true;
-    await settleWithin(this.#writer.close(), timeoutMs);
+    await settleWithin(this.#sink.close(), timeoutMs);
   }
 
   #shutdown(info: CloseInfo): void {
@@ -350,7 +373,8 @@ export class RpcPeer {
         } else if (isRequest(msg)) {
           const run = this.#dispatch(msg);
           if (run !== null) await run;
-          await this.#scheduler.roomToRead();
+          const room = this.#scheduler.roomToRead();
+          if (room !== null) await room;
         } else if (isNotification(msg)) {
           const wait = this.#handleNotification(msg.method, msg.params);
           if (wait) await wait;
@@ -404,68 +428,46 @@ export class RpcPeer {
 
   /** Starts or queues a request; returns a promise only for inline requests. */
   #dispatch(req: JsonRpcRequest): Promise<void> | null {
-    const inline = this.#options.inline?.(req.method) ?? false;
+    const options = this.#options;
+    const inline = options.inline?.(req.method) ?? false;
     const scheduler = this.#scheduler;
-    const lane = scheduler.lane(
-      inline ? "\0inline" : this.#options.laneOf?.(req.method) ?? "default",
-    );
-    const key = this.#options.orderKey?.(req.method, req.params) ?? null;
+    const lane = scheduler.lane(inline ? "\0inline" : options.laneOf?.(req.method) ?? "default");
+    const key = options.orderKey?.(req.method, req.params) ?? null;
     const turn = key === null ? null : scheduler.takeTurn(key);
-    const start = () => {
-      const waiting = scheduler.acquire(lane);
-      return waiting === null
-        ? this.#run(req, lane, turn)
-        : waiting.then(() => this.#run(req, lane, turn));
-    };
+    const call = new InboundCall(scheduler, this.#abort.signal, req, lane, turn);
+    this.#running++;
     // Its turn may come after an earlier request about the same thing.
-    const run = turn?.after ? turn.after.then(start) : start();
-    this.#inFlight.add(run);
-    run.finally(() => this.#inFlight.delete(run));
+    const after = call.turn?.after;
+    const run = after ? after.then(() => this.#start(call)) : this.#start(call);
     return inline ? run : null;
   }
 
-  async #run(
-    req: JsonRpcRequest,
-    lane: Lane,
-    turn: { pass: () => void } | null,
-  ): Promise<void> {
-    let holding = true;
-    const after: Array<() => void> = [];
-    const ctx: RequestContext = {
-      afterResponse: (callback) => after.push(callback),
-      id: req.id,
-      method: req.method,
-      signal: this.#abort.signal,
-      idle: async <T>(wait: Promise<T>): Promise<T> => {
-        // Waiting for something outside: the request has taken effect.
-        turn?.pass();
-        if (holding) {
-          holding = false;
-          this.#scheduler.release(lane);
-        }
-        try {
-          return await wait;
-        } finally {
-          const again = this.#scheduler.acquire(lane);
-          if (again !== null) await again;
-          holding = true;
-        }
-      },
-    };
-    const started = this.#logger.enabled("debug") ? performance.now() : 0;
-    const release = () => {
-      turn?.pass();
-      if (holding) {
-        holding = false;
-        this.#scheduler.release(lane);
+  #start(call: InboundCall): Promise<void> {
+    const waiting = this.#scheduler.acquire(call.lane);
+    return waiting === null ? this.#run(call) : waiting.then(() => this.#run(call));
+  }
+
+  async #run(call: InboundCall): Promise<void> {
+    try {
+      await this.#respond(call);
+    } finally {
+      if (--this.#running === 0 && this.#idle !== null) {
+        this.#idle.resolve();
+        this.#idle = null;
       }
-    };
+    }
+  }
+
+  async #respond(call: InboundCall): Promise<void> {
+    const req = call.request;
+    const started = this.#logger.enabled("debug") ? performance.now() : 0;
     const tracer = this.#options.tracer;
     const response = tracer
-      ? await tracer.run(req.method, req.id, req.trace, () => this.#answer(req, ctx, release))
-      : await this.#answer(req, ctx, release);
+      ? await tracer.run(req.method, req.id, req.trace, () => this.#answer(call))
+      : await this.#answer(call);
     const succeeded = "result" in response;
-    await this.send(response);
+    const sending = this.send(response);
+    if (sending !== SENT) await sending;
     if (started !== 0) {
       // One event per request: what, which, how long, and how it ended.
       this.#logger.debug("jsonrpc.request", {
@@ -476,7 +478,8 @@ export class RpcPeer {
         outcome: succeeded ? "ok" : (response as { error: { code: number } }).error.code,
       });
     }
-    if (succeeded) {
+    const after = call.afterCallbacks;
+    if (succeeded && after !== null) {
       for (const callback of after) {
         try {
           callback();
@@ -488,22 +491,19 @@ export class RpcPeer {
   }
 
   /** Runs the handler; the answer (a result or an error), never a throw. */
-  async #answer(
-    req: JsonRpcRequest,
-    ctx: RequestContext,
-    release: () => void,
-  ): Promise<JsonRpcSuccess | JsonRpcFailure> {
+  async #answer(call: InboundCall): Promise<JsonRpcSuccess | JsonRpcFailure> {
+    const req = call.request;
     try {
       const handler = this.#options.onRequest;
       if (!handler) {
         throw new RpcError(JsonRpcCode.MethodNotFound, `method not found: ${req.method}`);
       }
-      const result = await handler(req.method, req.params ?? null, ctx);
+      const result = await handler(req.method, req.params ?? null, call);
       return { jsonrpc: "2.0", id: req.id, result: result === undefined ? null : result };
     } catch (error) {
       return { jsonrpc: "2.0", id: req.id, error: this.#toErrorObject(req, error) };
     } finally {
-      release();
+      call.release();
     }
   }
 
@@ -530,5 +530,64 @@ export class RpcPeer {
     this.#logger.error("jsonrpc.handler_failed", { method: req.method, error });
     const message = error instanceof Error ? error.message : String(error);
     return { code: JsonRpcCode.InternalError, message: `internal error: ${message}` };
+  }
+}
+
+/**
+ * One inbound request while it runs: its handler's {@linkcode RequestContext}
+ * (one object per request, its methods shared), the lane slot it holds and
+ * its ordering turn.
+ */
+class InboundCall implements RequestContext {
+  readonly id: RequestId;
+  readonly method: string;
+  readonly signal: AbortSignal;
+  readonly request: JsonRpcRequest;
+  readonly lane: Lane;
+  readonly turn: Turn | null;
+  /** Callbacks for after the response (most requests have none). */
+  afterCallbacks: Array<() => void> | null = null;
+  #scheduler: RequestScheduler;
+  #holding = true;
+
+  constructor(
+    scheduler: RequestScheduler,
+    signal: AbortSignal,
+    request: JsonRpcRequest,
+    lane: Lane,
+    turn: Turn | null,
+  ) {
+    this.#scheduler = scheduler;
+    this.signal = signal;
+    this.request = request;
+    this.id = request.id;
+    this.method = request.method;
+    this.lane = lane;
+    this.turn = turn;
+  }
+
+  afterResponse(callback: () => void): void {
+    (this.afterCallbacks ??= []).push(callback);
+  }
+
+  /** The request has taken effect: the next one about the same thing may start, and the slot is free. */
+  release(): void {
+    this.turn?.pass();
+    if (this.#holding) {
+      this.#holding = false;
+      this.#scheduler.release(this.lane);
+    }
+  }
+
+  async idle<T>(wait: Promise<T>): Promise<T> {
+    // Waiting for something outside: the request has taken effect.
+    this.release();
+    try {
+      return await wait;
+    } finally {
+      const again = this.#scheduler.acquire(this.lane);
+      if (again !== null) await again;
+      this.#holding = true;
+    }
   }
 }

@@ -97,8 +97,15 @@ export class RequestScheduler {
     };
   }
 
-  /** Resolves once fewer than the bound are queued (at once when they are, or after {@linkcode close}). */
-  async roomToRead(): Promise<void> {
+  /**
+   * Null when fewer than the bound are queued (or after {@linkcode close});
+   * otherwise resolves once that is so.
+   */
+  roomToRead(): Promise<void> | null {
+    return this.#queued >= this.#maxQueued && !this.#closed ? this.#waitForRoom() : null;
+  }
+
+  async #waitForRoom(): Promise<void> {
     while (this.#queued >= this.#maxQueued && !this.#closed) {
       this.#queueSpace = Promise.withResolvers<void>();
       await this.#queueSpace.promise;

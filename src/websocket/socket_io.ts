@@ -9,7 +9,7 @@
  * @module
  */
 
-import { type ByteWriter, writeAll } from "../util/conn_io.ts";
+import type { ByteWriter } from "../util/conn_io.ts";
 
 /** The duplex byte stream a channel runs over (e.g. a `Deno.Conn`). */
 export interface ByteDuplex {
@@ -130,23 +130,37 @@ export class SocketIo {
     if (!direct) return this.#writer!.write(bytes);
     // With no write in flight the bytes go to the socket now, before the
     // rest of this turn's work (a reply leaves ahead of its bookkeeping).
-    const written = this.#writesInFlight === 0
-      ? this.#writeAll(direct, bytes)
-      : this.#writeChain.then(() => this.#writeAll(direct, bytes));
-    this.#writesInFlight++;
-    written.then(this.#writeDone, this.#writeDone);
-    // A failed write ends the channel; later writes then fail at once.
-    this.#writeChain = written.catch(this.#onWriteFailed);
+    const written = this.#writeAll(
+      direct,
+      bytes,
+      this.#writesInFlight === 0 ? null : this.#writeChain,
+    );
+    this.#writeChain = written;
     return written;
   }
 
-  readonly #writeDone = () => {
-    this.#writesInFlight--;
-  };
-
-  async #writeAll(direct: ByteWriter, bytes: Uint8Array): Promise<void> {
-    if (this.#closed) throw new Error("WebSocket is closed");
-    await writeAll(direct, bytes);
+  async #writeAll(
+    direct: ByteWriter,
+    bytes: Uint8Array,
+    after: Promise<void> | null,
+  ): Promise<void> {
+    this.#writesInFlight++;
+    try {
+      if (after !== null) {
+        try {
+          await after;
+        } catch { /* reported by that write; the channel is closed now */ }
+      }
+      if (this.#closed) throw new Error("WebSocket is closed");
+      let offset = await direct.write(bytes);
+      while (offset < bytes.length) offset += await direct.write(bytes.subarray(offset));
+    } catch (error) {
+      // A failed write ends the channel; later writes then fail at once.
+      this.#onWriteFailed();
+      throw error;
+    } finally {
+      this.#writesInFlight--;
+    }
   }
 
   /** Stops reading and writing and closes the transport. */
