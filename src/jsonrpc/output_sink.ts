@@ -286,7 +286,7 @@ export function createOutputSink(
 
   /** The next batch: everything waiting, cut before and after a message framed alone. */
   function takeBatch(): Pending[] {
-    let batch = pending;
+    const batch = pending;
     if (alones > 0) {
       let cut = 1;
       if (batch[0]!.alone === undefined) {
