@@ -309,13 +309,17 @@ export function stringifyJson(value: unknown): string | undefined {
   }
 }
 
-function pushValue(out: JsonPart[], value: unknown): void {
-  if (value instanceof RawJson) {
-    out.push(...value.parts);
-    return;
-  }
-  const json = stringifyJson(value);
-  out.push(json === undefined ? "null" : json);
+/** Longest JSON value joined with the text around it (longer ones stay a part of their own). */
+const JOIN_MAX = 16 * 1024;
+
+/**
+ * The message as parts: `head`, `value` and `tail`; a plain value short
+ * enough is joined into one string (one part to encode).
+ */
+function withValue(head: string, value: unknown, tail: string): JsonPart[] {
+  if (value instanceof RawJson) return [head, ...value.parts, tail];
+  const json = stringifyJson(value) ?? "null";
+  return json.length <= JOIN_MAX ? [head + json + tail] : [head, json, tail];
 }
 
 /**
@@ -326,22 +330,14 @@ export function encodeMessageParts(msg: JsonRpcMessage): JsonPart[] {
   const m = msg as Partial<JsonRpcRequest & JsonRpcSuccess & JsonRpcFailure>;
   let head = '{"jsonrpc":"2.0"';
   if (m.id !== undefined) head += ',"id":' + encodeId(m.id);
-  const out: JsonPart[] = [];
   if (m.method !== undefined) {
     head += ',"method":' + JSON.stringify(m.method);
     const trace = m.id !== undefined && m.trace ? ',"trace":' + JSON.stringify(m.trace) : "";
     if (m.params === undefined) return [head + trace + "}"];
-    out.push(head + ',"params":');
-    pushValue(out, m.params);
-    if (trace) out.push(trace);
-  } else if ("error" in m) {
-    return [head + ',"error":' + JSON.stringify(m.error) + "}"];
-  } else {
-    out.push(head + ',"result":');
-    pushValue(out, m.result);
+    return withValue(head + ',"params":', m.params, trace + "}");
   }
-  out.push("}");
-  return out;
+  if ("error" in m) return [head + ',"error":' + JSON.stringify(m.error) + "}"];
+  return withValue(head + ',"result":', m.result, "}");
 }
 
 /** Serialises a message as one compact JSON string (see {@linkcode encodeMessageParts}). */

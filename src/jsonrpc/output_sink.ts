@@ -306,26 +306,42 @@ export function createOutputSink(
     return batch;
   }
 
-  async function flushLoop(): Promise<void> {
+  // The batch being written, and its size; one write at a time.
+  let writingSize = 0;
+
+  /**
+   * Writes the next batch, and the next once that one is out, while
+   * messages wait (no async frame per batch: one `then` on the write).
+   */
+  function pump(): void {
+    const batch = takeBatch();
+    let size = 0;
+    for (const m of batch) size += m.length;
+    writingSize = size;
+    let written: Promise<void>;
     try {
-      while (pending.length > 0) {
-        const batch = takeBatch();
-        let size = 0;
-        for (const m of batch) size += m.length;
-        await writeOut(batch, size);
-        inFlight?.resolve(true);
-        inFlight = null;
-        backlog -= size;
-        if (drained !== null && backlog <= high / 2) {
-          drained.resolve();
-          drained = null;
-        }
-      }
+      written = writeOut(batch, size);
     } catch (error) {
-      fail(error);
-    } finally {
-      flushing = null;
+      written = Promise.reject(error);
     }
+    flushing = written.then(batchWritten, batchFailed);
+  }
+
+  function batchWritten(): void {
+    inFlight?.resolve(true);
+    inFlight = null;
+    backlog -= writingSize;
+    if (drained !== null && backlog <= high / 2) {
+      drained.resolve();
+      drained = null;
+    }
+    if (pending.length > 0 && failure === null) return pump();
+    flushing = null;
+  }
+
+  function batchFailed(error: unknown): void {
+    flushing = null;
+    fail(error);
   }
 
   function settleReceipts(): void {
@@ -348,7 +364,7 @@ export function createOutputSink(
         pending.push({ parts, length });
       }
       backlog += length;
-      if (flushing === null) flushing = flushLoop();
+      if (flushing === null) pump();
       if (backlog <= high) return undefined;
       drained ??= Promise.withResolvers<void>();
       return drained.promise;

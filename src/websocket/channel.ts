@@ -140,6 +140,9 @@ export class WebSocketChannel {
     this.#parser = new FrameParser({
       maxFramePayload: this.maxFrameBytes,
       expectMasked: options.role === "server",
+      // Text frames are decoded before the next read reuses the buffer
+      // (pending frames are all handled before reading again).
+      lendText: true,
       ...((options as PooledChannelOptions).payloadPool
         ? { pool: (options as PooledChannelOptions).payloadPool! }
         : {}),

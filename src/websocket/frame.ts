@@ -75,6 +75,41 @@ export function applyMask(data: Uint8Array, mask: Uint8Array): void {
   for (; i < length; i++) data[i] = data[i]! ^ mask[i & 3]!;
 }
 
+/** Bytes of a frame header for a payload of `length` bytes (with `maskBytes` of mask). */
+export function frameHeaderSize(length: number, maskBytes = 0): number {
+  return (length < 126 ? 2 : length < 65536 ? 4 : 10) + maskBytes;
+}
+
+/**
+ * Writes a frame header for a payload of `length` bytes into `out` at
+ * `at`; returns its size. When `mask` is given it is written into the
+ * header (the caller masks the payload).
+ */
+export function putFrameHeader(
+  out: Uint8Array,
+  at: number,
+  opcode: number,
+  length: number,
+  fin = true,
+  mask?: Uint8Array,
+): number {
+  const size = frameHeaderSize(length, mask ? 4 : 0);
+  out[at] = (fin ? 0x80 : 0) | opcode;
+  const maskBit = mask ? 0x80 : 0;
+  if (length < 126) {
+    out[at + 1] = maskBit | length;
+  } else if (length < 65536) {
+    out[at + 1] = maskBit | 126;
+    out[at + 2] = length >>> 8;
+    out[at + 3] = length & 0xff;
+  } else {
+    out[at + 1] = maskBit | 127;
+    new DataView(out.buffer, out.byteOffset + at + 2, 8).setBigUint64(0, BigInt(length));
+  }
+  if (mask) out.set(mask, at + size - 4);
+  return size;
+}
+
 /**
  * Encodes a frame header for a payload of `length` bytes. When `mask` is
  * given it is written into the header (the caller masks the payload).
@@ -85,26 +120,8 @@ export function encodeFrameHeader(
   fin = true,
   mask?: Uint8Array,
 ): Uint8Array {
-  const maskBytes = mask ? 4 : 0;
-  let header: Uint8Array;
-  if (length < 126) {
-    header = new Uint8Array(2 + maskBytes);
-    header[1] = length;
-  } else if (length < 65536) {
-    header = new Uint8Array(4 + maskBytes);
-    header[1] = 126;
-    header[2] = length >>> 8;
-    header[3] = length & 0xff;
-  } else {
-    header = new Uint8Array(10 + maskBytes);
-    header[1] = 127;
-    new DataView(header.buffer).setBigUint64(2, BigInt(length));
-  }
-  header[0] = (fin ? 0x80 : 0) | opcode;
-  if (mask) {
-    header[1]! |= 0x80;
-    header.set(mask, header.length - 4);
-  }
+  const header = new Uint8Array(frameHeaderSize(length, mask ? 4 : 0));
+  putFrameHeader(header, 0, opcode, length, fin, mask);
   return header;
 }
 
@@ -193,7 +210,17 @@ export interface FrameParserOptions {
   readonly expectMasked: boolean;
   /** Where payload buffers come from (and go back to), if pooled. */
   readonly pool?: PayloadPool;
+  /**
+   * Return a final text frame that arrives whole within one pushed chunk as
+   * a view of that chunk (unmasked in place), not a copy: valid only until
+   * the chunk's memory is reused. For a consumer that decodes each text
+   * frame before it reads more (the channel): most requests are such
+   * frames, and a copy is an allocation each.
+   */
+  readonly lendText?: boolean;
 }
+
+const EMPTY = new Uint8Array(0);
 
 /** Incremental frame parser; feed it bytes, get frames. */
 export class FrameParser {
@@ -221,18 +248,31 @@ export class FrameParser {
       joined.set(this.#buffer);
       joined.set(chunk, this.#buffer.length);
       data = joined;
-      this.#buffer = new Uint8Array(0);
+      this.#buffer = EMPTY;
     }
     let offset = 0;
     while (offset < data.length) {
       if (this.#payload === null) {
-        const consumed = this.#parseHeader(data.subarray(offset));
+        const consumed = this.#parseHeader(data, offset);
         if (consumed === 0) {
           this.#buffer = data.slice(offset);
           return frames;
         }
         offset += consumed;
-        if (this.#payload!.length > 0) continue;
+        const length = this.#payloadLength;
+        if (
+          this.options.lendText === true && this.#opcode === Opcode.Text && this.#fin &&
+          offset + length <= data.length
+        ) {
+          const payload = data.subarray(offset, offset + length);
+          if (this.#masked) applyMask(payload, this.#mask);
+          frames.push({ fin: true, opcode: Opcode.Text, payload });
+          offset += length;
+          continue;
+        }
+        this.#payload = allocatePayload(length, this.options.pool);
+        this.#filled = 0;
+        if (length > 0) continue;
       } else {
         const take = Math.min(this.#payload.length - this.#filled, data.length - offset);
         this.#payload.set(data.subarray(offset, offset + take), this.#filled);
@@ -251,7 +291,7 @@ export class FrameParser {
    * {@linkcode filledTail}.
    */
   payloadTail(): Uint8Array {
-    if (this.#payload === null || this.#buffer.length > 0) return new Uint8Array(0);
+    if (this.#payload === null || this.#buffer.length > 0) return EMPTY;
     return this.#payload.subarray(this.#filled);
   }
 
@@ -277,11 +317,15 @@ export class FrameParser {
     return { fin: this.#fin, opcode: this.#opcode, payload };
   }
 
-  /** Parses a header at the start of `data`; returns bytes consumed (0: need more). */
-  #parseHeader(data: Uint8Array): number {
-    if (data.length < 2) return 0;
-    const b0 = data[0]!;
-    const b1 = data[1]!;
+  /**
+   * Parses a header at `at` in `data` into the parser's fields; returns
+   * bytes consumed (0: need more).
+   */
+  #parseHeader(data: Uint8Array, at: number): number {
+    const available = data.length - at;
+    if (available < 2) return 0;
+    const b0 = data[at]!;
+    const b1 = data[at + 1]!;
     const fin = (b0 & 0x80) !== 0;
     if ((b0 & 0x70) !== 0) {
       throw new WebSocketProtocolError(CloseCode.ProtocolError, "reserved bits set");
@@ -291,12 +335,12 @@ export class FrameParser {
     let length = b1 & 0x7f;
     let size = 2;
     if (length === 126) {
-      if (data.length < 4) return 0;
-      length = (data[2]! << 8) | data[3]!;
+      if (available < 4) return 0;
+      length = (data[at + 2]! << 8) | data[at + 3]!;
       size = 4;
     } else if (length === 127) {
-      if (data.length < 10) return 0;
-      const big = new DataView(data.buffer, data.byteOffset + 2, 8).getBigUint64(0);
+      if (available < 10) return 0;
+      const big = new DataView(data.buffer, data.byteOffset + at + 2, 8).getBigUint64(0);
       if (big > BigInt(Number.MAX_SAFE_INTEGER)) {
         throw new WebSocketProtocolError(CloseCode.MessageTooBig, "frame too large");
       }
@@ -324,16 +368,15 @@ export class FrameParser {
       );
     }
     if (masked) {
-      if (data.length < size + 4) return 0;
-      this.#mask.set(data.subarray(size, size + 4));
+      if (available < size + 4) return 0;
+      const mask = this.#mask;
+      for (let k = 0; k < 4; k++) mask[k] = data[at + size + k]!;
       size += 4;
     }
     this.#fin = fin;
     this.#opcode = opcode;
     this.#masked = masked;
-    this.#payload = allocatePayload(length, this.options.pool);
     this.#payloadLength = length;
-    this.#filled = 0;
     return size;
   }
 }

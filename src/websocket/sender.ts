@@ -10,7 +10,14 @@
 
 import { concatBytes } from "../util/bytes.ts";
 import type { Framing } from "../util/framing.ts";
-import { applyMask, encodeFrame, encodeFrameHeader, Opcode } from "./frame.ts";
+import {
+  applyMask,
+  encodeFrame,
+  encodeFrameHeader,
+  frameHeaderSize,
+  Opcode,
+  putFrameHeader,
+} from "./frame.ts";
 
 const encoder = new TextEncoder();
 
@@ -52,11 +59,11 @@ export function textFraming(limits: FrameLimits): Framing {
   const { masked, maxFrameBytes } = limits;
   const maskBytes = masked ? 4 : 0;
   return {
-    headerSize: (length) => (length < 126 ? 2 : length < 65536 ? 4 : 10) + maskBytes,
+    headerSize: (length) => frameHeaderSize(length, maskBytes),
     seal: (out, payloadOffset, length) => {
       const mask = masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
-      const header = encodeFrameHeader(Opcode.Text, length, true, mask);
-      out.set(header, payloadOffset - header.length);
+      const at = payloadOffset - frameHeaderSize(length, maskBytes);
+      putFrameHeader(out, at, Opcode.Text, length, true, mask);
       if (mask) applyMask(out.subarray(payloadOffset, payloadOffset + length), mask);
     },
     trailer: new Uint8Array(0),
