@@ -4,9 +4,9 @@
  * @module
  */
 
-import { quickLstat, quickStat } from "./quick_meta.ts";
+import { lstatNow, quickLstat, quickStat } from "./quick_meta.ts";
 import type { FsDirectoryEntry, FsMetadata } from "../protocol/types.ts";
-import { checkNoSymlinks, FsError, withFsErrors } from "./errors.ts";
+import { checkNoSymlinks, FsError, fsError, withFsErrors } from "./errors.ts";
 
 /** Most entries `fs/readDirectory` returns. */
 export const READ_DIRECTORY_LIMIT = 50_000;
@@ -26,7 +26,25 @@ function describe(info: Deno.FileInfo, isSymlink: boolean): FsMetadata {
  * Metadata of `path`: with `followSymlinks`, type, size and times describe
  * the target while `isSymlink` tells whether the path itself is a link.
  */
-export async function getMetadata(path: string, followSymlinks: boolean): Promise<FsMetadata> {
+export function getMetadata(
+  path: string,
+  followSymlinks: boolean,
+): FsMetadata | Promise<FsMetadata> {
+  if (followSymlinks) {
+    // The common case, answered at once: a path that is not a link, on a
+    // filesystem where the call may run on the main thread.
+    let link: Deno.FileInfo | undefined;
+    try {
+      link = lstatNow(path);
+    } catch (error) {
+      throw fsError(error, path);
+    }
+    if (link !== undefined && !link.isSymlink) return describe(link, false);
+  }
+  return getMetadataAsync(path, followSymlinks);
+}
+
+async function getMetadataAsync(path: string, followSymlinks: boolean): Promise<FsMetadata> {
   if (!followSymlinks) {
     await checkNoSymlinks(
       path,

@@ -115,6 +115,23 @@ function quick<T>(sync: () => T, async: () => Promise<T>): Promise<T> {
   }
 }
 
+const lstatSync = (path: string) => Deno.lstatSync(path);
+
+/**
+ * `Deno.lstatSync(path)` when metadata calls may run on the main thread
+ * now; `undefined` when they may not (use {@linkcode quickLstat}). Throws
+ * what the call throws.
+ */
+export function lstatNow(path: string): Deno.FileInfo | undefined {
+  if (!quickMetadataAllowed()) return undefined;
+  const started = performance.now();
+  try {
+    return lstatSync(path);
+  } finally {
+    if (performance.now() - started > SLOW_MS) disabled = true;
+  }
+}
+
 /** `Deno.lstat`, on the main thread where safe (see the module documentation). */
 export function quickLstat(path: string): Promise<Deno.FileInfo> {
   return quick(() => Deno.lstatSync(path), () => Deno.lstat(path));

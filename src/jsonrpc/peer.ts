@@ -151,6 +151,12 @@ function writerSink(writer: WritableStreamDefaultWriter<JsonRpcMessage>): Messag
   };
 }
 
+type Answer = JsonRpcSuccess | JsonRpcFailure;
+
+function success(req: JsonRpcRequest, result: unknown): JsonRpcSuccess {
+  return { jsonrpc: "2.0", id: req.id, result: result === undefined ? null : result };
+}
+
 const SENT = Promise.resolve(true);
 const NOT_SENT = Promise.resolve(false);
 const sent = () => true;
@@ -449,7 +455,36 @@ export class RpcPeer {
 
   async #run(call: InboundCall): Promise<void> {
     try {
-      await this.#respond(call);
+      const req = call.request;
+      const started = this.#logger.enabled("debug") ? performance.now() : 0;
+      const tracer = this.#options.tracer;
+      const answer = tracer
+        ? tracer.run(req.method, req.id, req.trace, async () => await this.#answer(call))
+        : this.#answer(call);
+      const response = answer instanceof Promise ? await answer : answer;
+      const succeeded = "result" in response;
+      const sending = this.send(response);
+      if (sending !== SENT) await sending;
+      if (started !== 0) {
+        // One event per request: what, which, how long, and how it ended.
+        this.#logger.debug("jsonrpc.request", {
+          connection: this.connection.label,
+          method: req.method,
+          id: typeof req.id === "bigint" ? String(req.id) : req.id,
+          durationMs: Math.round((performance.now() - started) * 1000) / 1000,
+          outcome: succeeded ? "ok" : (response as { error: { code: number } }).error.code,
+        });
+      }
+      const after = call.afterCallbacks;
+      if (succeeded && after !== null) {
+        for (const callback of after) {
+          try {
+            callback();
+          } catch (error) {
+            this.#logger.error("jsonrpc.after_response_failed", { method: req.method, error });
+          }
+        }
+      }
     } finally {
       if (--this.#running === 0 && this.#idle !== null) {
         this.#idle.resolve();
@@ -458,53 +493,41 @@ export class RpcPeer {
     }
   }
 
-  async #respond(call: InboundCall): Promise<void> {
+  /**
+   * Runs the handler; the answer (a result or an error), never a throw: at
+   * once when the handler answers synchronously, else a promise.
+   */
+  #answer(call: InboundCall): Answer | Promise<Answer> {
     const req = call.request;
-    const started = this.#logger.enabled("debug") ? performance.now() : 0;
-    const tracer = this.#options.tracer;
-    const response = tracer
-      ? await tracer.run(req.method, req.id, req.trace, () => this.#answer(call))
-      : await this.#answer(call);
-    const succeeded = "result" in response;
-    const sending = this.send(response);
-    if (sending !== SENT) await sending;
-    if (started !== 0) {
-      // One event per request: what, which, how long, and how it ended.
-      this.#logger.debug("jsonrpc.request", {
-        connection: this.connection.label,
-        method: req.method,
-        id: typeof req.id === "bigint" ? String(req.id) : req.id,
-        durationMs: Math.round((performance.now() - started) * 1000) / 1000,
-        outcome: succeeded ? "ok" : (response as { error: { code: number } }).error.code,
-      });
-    }
-    const after = call.afterCallbacks;
-    if (succeeded && after !== null) {
-      for (const callback of after) {
-        try {
-          callback();
-        } catch (error) {
-          this.#logger.error("jsonrpc.after_response_failed", { method: req.method, error });
-        }
-      }
-    }
-  }
-
-  /** Runs the handler; the answer (a result or an error), never a throw. */
-  async #answer(call: InboundCall): Promise<JsonRpcSuccess | JsonRpcFailure> {
-    const req = call.request;
+    let result: unknown;
     try {
       const handler = this.#options.onRequest;
       if (!handler) {
         throw new RpcError(JsonRpcCode.MethodNotFound, `method not found: ${req.method}`);
       }
-      const result = await handler(req.method, req.params ?? null, call);
-      return { jsonrpc: "2.0", id: req.id, result: result === undefined ? null : result };
+      result = handler(req.method, req.params ?? null, call);
     } catch (error) {
-      return { jsonrpc: "2.0", id: req.id, error: this.#toErrorObject(req, error) };
-    } finally {
       call.release();
+      return this.#failure(req, error);
     }
+    if (!(result instanceof Promise)) {
+      call.release();
+      return success(req, result);
+    }
+    return result.then(
+      (value) => {
+        call.release();
+        return success(req, value);
+      },
+      (error) => {
+        call.release();
+        return this.#failure(req, error);
+      },
+    );
+  }
+
+  #failure(req: JsonRpcRequest, error: unknown): JsonRpcFailure {
+    return { jsonrpc: "2.0", id: req.id, error: this.#toErrorObject(req, error) };
   }
 
   #toErrorObject(

@@ -118,6 +118,8 @@ export class WebSocketChannel {
   #pongTimeoutMs: number;
   #pongTimer: ReturnType<typeof setTimeout> | undefined;
   #pendingFrames: Frame[] = [];
+  /** True while {@linkcode #next} runs. */
+  #inNext = false;
   #leftover: Uint8Array | undefined;
   /** The read in progress, if any (reads are serialised). */
   #reading: Promise<WebSocketMessage | null> | null = null;
@@ -360,55 +362,61 @@ export class WebSocketChannel {
       } catch { /* over the limit or invalid UTF-8: the general path fails the channel */ }
     }
     const reading = this.#next();
-    this.#reading = reading;
-    const done = () => {
-      if (this.#reading === reading) this.#reading = null;
-    };
-    reading.then(done, done);
+    // #next clears #reading as it finishes: unless it already has (without
+    // waiting for anything), later calls wait for it.
+    if (this.#inNext) this.#reading = reading;
     return reading;
   }
 
   async #next(): Promise<WebSocketMessage | null> {
-    for (;;) {
-      if (this.#ended) return null;
-      while (this.#pendingFrames.length > 0) {
-        const frame = this.#pendingFrames.shift()!;
-        let message: WebSocketMessage | null;
+    this.#inNext = true;
+    try {
+      for (;;) {
+        if (this.#ended) return null;
+        while (this.#pendingFrames.length > 0) {
+          const frame = this.#pendingFrames.shift()!;
+          let message: WebSocketMessage | null;
+          try {
+            // A whole data frame needs no await (control frames may write).
+            message = this.#assembler.isWholeData(frame)
+              ? this.#assembler.complete(frame.opcode, frame.payload)
+              : await this.#handleFrame(frame);
+          } catch (error) {
+            if (await this.#failedOn(error)) return null;
+            throw error;
+          }
+          if (this.#ended) return null;
+          if (message !== null) return message;
+        }
+        let read;
+        if (this.#leftover) {
+          read = { chunk: this.#leftover, intoTail: false };
+          this.#leftover = undefined;
+        } else {
+          read = await this.#io.read(this.#parser.payloadTail());
+          if (read === null) {
+            this.#end({
+              code: 1006,
+              reason: "connection closed without a close frame",
+              wasClean: false,
+            });
+            return null;
+          }
+        }
         try {
-          // A whole data frame needs no await (control frames may write).
-          message = this.#assembler.isWholeData(frame)
-            ? this.#assembler.complete(frame.opcode, frame.payload)
-            : await this.#handleFrame(frame);
+          this.#pendingFrames.push(
+            ...(read.intoTail
+              ? this.#parser.filledTail(read.chunk)
+              : this.#parser.push(read.chunk)),
+          );
         } catch (error) {
           if (await this.#failedOn(error)) return null;
           throw error;
         }
-        if (this.#ended) return null;
-        if (message !== null) return message;
       }
-      let read;
-      if (this.#leftover) {
-        read = { chunk: this.#leftover, intoTail: false };
-        this.#leftover = undefined;
-      } else {
-        read = await this.#io.read(this.#parser.payloadTail());
-        if (read === null) {
-          this.#end({
-            code: 1006,
-            reason: "connection closed without a close frame",
-            wasClean: false,
-          });
-          return null;
-        }
-      }
-      try {
-        this.#pendingFrames.push(
-          ...(read.intoTail ? this.#parser.filledTail(read.chunk) : this.#parser.push(read.chunk)),
-        );
-      } catch (error) {
-        if (await this.#failedOn(error)) return null;
-        throw error;
-      }
+    } finally {
+      this.#inNext = false;
+      this.#reading = null;
     }
   }
 

@@ -48,6 +48,8 @@ export interface SocketRead {
   readonly intoTail: boolean;
 }
 
+const readFailed = (): null => null;
+
 /** See the module documentation. */
 export class SocketIo {
   #transport: ByteDuplex;
@@ -57,6 +59,9 @@ export class SocketIo {
   #writer: WritableStreamDefaultWriter<Uint8Array> | null = null;
   /** Reads land here between payloads (reused, grown; transferred each BYOB read). */
   #scratch: Uint8Array = new Uint8Array(0);
+  /** Where the direct read in progress goes (one read at a time). */
+  #readInto: Uint8Array = new Uint8Array(0);
+  #readIntoTail = false;
   /** Direct writes, in order. */
   #writeChain: Promise<void> = Promise.resolve();
   /** Writes started and not yet settled. */
@@ -92,28 +97,42 @@ export class SocketIo {
    * the rest of a payload being received: when large, the bytes go straight
    * into it.
    */
-  async read(tail: Uint8Array): Promise<SocketRead | null> {
+  read(tail: Uint8Array): Promise<SocketRead | null> {
+    const direct = this.#direct;
+    if (direct === null) return this.#streamRead(tail);
+    const intoTail = tail.length >= DIRECT_READ_MIN;
+    const into = intoTail ? tail.subarray(0, DIRECT_READ_MAX) : this.#scratch;
+    this.#readInto = into;
+    this.#readIntoTail = intoTail;
     try {
-      if (this.#direct || this.#byob) {
+      return direct.read(into).then(this.#directRead, readFailed);
+    } catch {
+      return Promise.resolve(null);
+    }
+  }
+
+  readonly #directRead = (n: number | null): SocketRead | null => {
+    if (n === null) return null;
+    const into = this.#readInto;
+    const intoTail = this.#readIntoTail;
+    if (!intoTail && n === into.length && n < READ_MAX) this.#scratch = new Uint8Array(n * 2);
+    return { chunk: into.subarray(0, n), intoTail };
+  };
+
+  async #streamRead(tail: Uint8Array): Promise<SocketRead | null> {
+    try {
+      if (this.#byob) {
         const intoTail = tail.length >= DIRECT_READ_MIN;
         const into = intoTail ? tail.subarray(0, DIRECT_READ_MAX) : this.#scratch;
-        let chunk: Uint8Array;
-        if (this.#direct) {
-          const n = await this.#direct.read(into);
-          if (n === null) return null;
-          chunk = into.subarray(0, n);
-          if (!intoTail && n === into.length && n < READ_MAX) this.#scratch = new Uint8Array(n * 2);
-        } else {
-          const result = await (this.#reader as ReadableStreamBYOBReader).read(into);
-          if (result.done || !result.value) return null;
-          chunk = result.value;
-          if (!intoTail) {
-            // The buffer was transferred: keep its new self, or a bigger one.
-            const full = chunk.length === chunk.buffer.byteLength;
-            this.#scratch = full && chunk.length < READ_MAX
-              ? new Uint8Array(chunk.length * 2)
-              : new Uint8Array(chunk.buffer);
-          }
+        const result = await (this.#reader as ReadableStreamBYOBReader).read(into);
+        if (result.done || !result.value) return null;
+        const chunk = result.value;
+        if (!intoTail) {
+          // The buffer was transferred: keep its new self, or a bigger one.
+          const full = chunk.length === chunk.buffer.byteLength;
+          this.#scratch = full && chunk.length < READ_MAX
+            ? new Uint8Array(chunk.length * 2)
+            : new Uint8Array(chunk.buffer);
         }
         return { chunk, intoTail };
       }

@@ -181,7 +181,7 @@ export const fsMethods: MethodTable = defineMethods({
     return {};
   },
 
-  [Method.FsGetMetadata]: (p, ctx): Promise<FsMetadata> => {
+  [Method.FsGetMetadata]: (p, ctx): FsMetadata | Promise<FsMetadata> => {
     return inSandbox(ctx, p.sandbox, "read", Method.FsGetMetadata, () => ({
       path: pathToUri(p.path),
       followSymlinks: p.followSymlinks,
