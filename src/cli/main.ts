@@ -5,20 +5,9 @@
  */
 
 import { PROXY_BRIDGE_COMMAND } from "../sandbox/proxy_route.ts";
-import { runProxyBridge } from "../sandbox/proxy_bridge.ts";
 import { VERSION } from "../version.ts";
 import { printUsage, UsageError } from "./common.ts";
 import { parseServeArgs, runServe, SERVE_USAGE } from "./serve.ts";
-import { runExec } from "./exec.ts";
-import { runFs, runInfo } from "./fs_cmd.ts";
-import { runResponsesProxy } from "./responses_proxy_cmd.ts";
-import { runMcpBridge } from "./mcp_bridge_cmd.ts";
-import { runMcp } from "./mcp_cmd.ts";
-import { runProxy } from "./proxy_cmd.ts";
-import { runRelay } from "./relay_cmd.ts";
-import { runForward } from "./forward_cmd.ts";
-import { runStdioToUds } from "./stdio_to_uds_cmd.ts";
-import { runMcpServers } from "./mcp_servers_cmd.ts";
 
 /** Top-level help. */
 export const USAGE =
@@ -56,22 +45,33 @@ async function serve(args: string[]): Promise<number> {
   return await runServe(config);
 }
 
-const COMMANDS: Record<string, Command> = {
-  serve,
-  exec: runExec,
-  fs: runFs,
-  info: runInfo,
-  "responses-proxy": runResponsesProxy,
-  "mcp-bridge": runMcpBridge,
-  "mcp-servers": runMcpServers,
-  mcp: runMcp,
-  proxy: runProxy,
-  relay: runRelay,
-  forward: runForward,
-  "stdio-to-uds": runStdioToUds,
+/**
+ * Every command, loaded when it runs: `serve` (the default) is loaded with
+ * this module; the others' modules (the MCP SDK among them) only for their
+ * own command — a server does not hold them in memory or pay to load them.
+ * The specifiers are literal, so `deno compile` still includes them.
+ */
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  serve: () => Promise.resolve(serve),
+  exec: async () => (await import("./exec.ts")).runExec,
+  fs: async () => (await import("./fs_cmd.ts")).runFs,
+  info: async () => (await import("./fs_cmd.ts")).runInfo,
+  "responses-proxy": async () => (await import("./responses_proxy_cmd.ts")).runResponsesProxy,
+  "mcp-bridge": async () => (await import("./mcp_bridge_cmd.ts")).runMcpBridge,
+  "mcp-servers": async () => (await import("./mcp_servers_cmd.ts")).runMcpServers,
+  mcp: async () => (await import("./mcp_cmd.ts")).runMcp,
+  proxy: async () => (await import("./proxy_cmd.ts")).runProxy,
+  relay: async () => (await import("./relay_cmd.ts")).runRelay,
+  forward: async () => (await import("./forward_cmd.ts")).runForward,
+  "stdio-to-uds": async () => (await import("./stdio_to_uds_cmd.ts")).runStdioToUds,
   // Internal: runs inside a routed sandbox (compiled binaries only; see sandbox/proxy_route.ts).
-  [PROXY_BRIDGE_COMMAND]: runProxyBridge,
+  [PROXY_BRIDGE_COMMAND]: async () => (await import("../sandbox/proxy_bridge.ts")).runProxyBridge,
 };
+
+/** The loader of command `name` (only the table's own entries: not `constructor`). */
+function commandLoader(name: string): (() => Promise<Command>) | undefined {
+  return Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+}
 
 /** Runs the command line; returns the exit status. */
 export async function main(args: string[]): Promise<number> {
@@ -86,16 +86,17 @@ export async function main(args: string[]): Promise<number> {
     }
     if (first === "help" || first === "--help" || first === "-h") {
       const topic = first === "help" ? rest[0] : undefined;
-      if (topic !== undefined && COMMANDS[topic]) return await COMMANDS[topic]!(["--help"]);
+      const load = topic !== undefined ? commandLoader(topic) : undefined;
+      if (load) return await (await load())(["--help"]);
       console.log(USAGE);
       return 0;
     }
     if (first !== undefined && !first.startsWith("-")) {
-      const command = COMMANDS[first];
-      if (!command) {
+      const load = commandLoader(first);
+      if (!load) {
         throw new UsageError(`unknown command \`${first}\`; run \`exec-server help\``, 2);
       }
-      return await command(rest);
+      return await (await load())(rest);
     }
     return await serve(args);
   } catch (error) {
