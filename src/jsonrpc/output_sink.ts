@@ -122,11 +122,11 @@ export function frameBatch(batch: Pending[], framing: Framing, scratch?: Uint8Ar
     ? scratch.subarray(0, total)
     : new Uint8Array(total);
   let offset = 0;
-  const slow: Array<[number, Uint8Array]> = [];
+  let slow: Array<[number, Uint8Array]> | null = null;
   for (let i = 0; i < batch.length; i++) {
     const m = batch[i]!;
     if (m.length > framing.maxFastPayload) {
-      slow.push([offset, framing.frameSlow(m.parts.join(""))]);
+      (slow ??= []).push([offset, framing.frameSlow(m.parts.join(""))]);
       releaseParts(m.parts);
       continue;
     }
@@ -149,7 +149,7 @@ export function frameBatch(batch: Pending[], framing: Framing, scratch?: Uint8Ar
     if (!ascii) {
       // Non-ASCII text: its UTF-8 form is longer than its length in UTF-16
       // units. Frame it on its own and splice it in below.
-      slow.push([offset, framing.frameSlow(m.parts.join(""))]);
+      (slow ??= []).push([offset, framing.frameSlow(m.parts.join(""))]);
       releaseParts(m.parts);
       continue;
     }
@@ -158,7 +158,7 @@ export function frameBatch(batch: Pending[], framing: Framing, scratch?: Uint8Ar
     out.set(framing.trailer, start + m.length);
     offset = start + m.length + framing.trailer.length;
   }
-  if (slow.length > 0) {
+  if (slow !== null) {
     // Rare: splice the separately framed messages in at their positions.
     let extra = 0;
     for (const [, bytes] of slow) extra += bytes.length;

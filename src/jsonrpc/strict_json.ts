@@ -55,6 +55,8 @@ class Scanner {
   idSource: string | undefined = undefined;
   /** An integer literal that may lie beyond `Number.MAX_SAFE_INTEGER` was seen. */
   wideIntegers = false;
+  /** The last string scanned contains escapes. */
+  escapedString = false;
 
   constructor(readonly text: string, readonly limits: StrictJsonLimits) {}
 
@@ -115,10 +117,11 @@ class Scanner {
   }
 
   /**
-   * Scans a string starting at its opening quote; returns the [start, end)
-   * range of its raw contents and whether it contains escapes.
+   * Scans a string starting at its opening quote; returns the end of its
+   * raw contents (they start one past the quote) and sets
+   * {@linkcode escapedString}.
    */
-  string(): [number, number, boolean] {
+  string(): number {
     const text = this.text;
     const start = this.pos + 1;
     const firstBackslash = this.nextBackslash(start);
@@ -129,7 +132,8 @@ class Scanner {
       const escaped = firstBackslash !== -1 && firstBackslash < end;
       if (!escaped) {
         this.pos = end + 1;
-        return [start, end, false];
+        this.escapedString = false;
+        return end;
       }
       // Count the backslashes right before the quote: an odd number escapes it.
       let backslashes = 0;
@@ -140,7 +144,8 @@ class Scanner {
       }
       if (backslashes % 2 === 0) {
         this.pos = end + 1;
-        return [start, end, true];
+        this.escapedString = true;
+        return end;
       }
       search = end + 1;
     }
@@ -198,9 +203,10 @@ class Scanner {
         this.fail("key must be a string", this.pos + 1);
       }
       const keyPos = this.pos;
-      const [ks, ke, escaped] = this.string();
+      const ks = keyPos + 1;
+      const ke = this.string();
       let key = text.slice(ks, ke);
-      if (escaped) {
+      if (this.escapedString) {
         try {
           key = JSON.parse(text.slice(ks - 1, ke + 1));
         } catch {

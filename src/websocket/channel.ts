@@ -404,11 +404,10 @@ export class WebSocketChannel {
           }
         }
         try {
-          this.#pendingFrames.push(
-            ...(read.intoTail
-              ? this.#parser.filledTail(read.chunk)
-              : this.#parser.push(read.chunk)),
-          );
+          // Every pending frame was handled before this read.
+          this.#pendingFrames = read.intoTail
+            ? this.#parser.filledTail(read.chunk)
+            : this.#parser.push(read.chunk);
         } catch (error) {
           if (await this.#failedOn(error)) return null;
           throw error;

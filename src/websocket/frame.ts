@@ -53,6 +53,24 @@ export class WebSocketProtocolError extends Error {
 const ROTATED = new Uint8Array(8);
 const ROTATED_WORD = new BigInt64Array(ROTATED.buffer);
 
+/** Largest buffer whose 64-bit view is kept for the next frame. */
+const WORDS_CACHE_MAX = 256 * 1024;
+let wordsBuffer: ArrayBuffer | null = null;
+let wordsView: BigInt64Array | null = null;
+
+/**
+ * A 64-bit view of all of `buffer`, kept while frames keep arriving in it
+ * (a connection reads every small frame into the same buffer): no view per
+ * frame. Null for a large buffer (not kept alive by this cache).
+ */
+function wordsOf(buffer: ArrayBuffer): BigInt64Array | null {
+  if (buffer === wordsBuffer) return wordsView;
+  if (buffer.byteLength > WORDS_CACHE_MAX || buffer.byteLength % 8 !== 0) return null;
+  wordsBuffer = buffer;
+  wordsView = new BigInt64Array(buffer);
+  return wordsView;
+}
+
 /** XORs `data` in place with the 4-byte `mask`. */
 export function applyMask(data: Uint8Array, mask: Uint8Array): void {
   const length = data.length;
@@ -68,8 +86,14 @@ export function applyMask(data: Uint8Array, mask: Uint8Array): void {
   if (words > 0) {
     for (let k = 0; k < 8; k++) ROTATED[k] = mask[(i + k) & 3]!;
     const m = ROTATED_WORD[0]!;
-    const w64 = new BigInt64Array(data.buffer, data.byteOffset + i, words);
-    for (let w = 0; w < words; w++) w64[w]! ^= m;
+    const w64 = wordsOf(data.buffer as ArrayBuffer);
+    if (w64 !== null) {
+      const first = (data.byteOffset + i) >>> 3;
+      for (let w = first; w < first + words; w++) w64[w]! ^= m;
+    } else {
+      const view = new BigInt64Array(data.buffer, data.byteOffset + i, words);
+      for (let w = 0; w < words; w++) view[w]! ^= m;
+    }
     i += words << 3;
   }
   for (; i < length; i++) data[i] = data[i]! ^ mask[i & 3]!;

@@ -147,18 +147,53 @@ export class SocketIo {
   write(bytes: Uint8Array): Promise<void> {
     const direct = this.#direct;
     if (!direct) return this.#writer!.write(bytes);
-    // With no write in flight the bytes go to the socket now, before the
-    // rest of this turn's work (a reply leaves ahead of its bookkeeping).
-    const written = this.#writeAll(
-      direct,
-      bytes,
-      this.#writesInFlight === 0 ? null : this.#writeChain,
-    );
+    let written: Promise<void>;
+    if (this.#writesInFlight === 0 && !this.#closed) {
+      // The common case: the bytes go to the socket now, before the rest of
+      // this turn's work (a reply leaves ahead of its bookkeeping), and most
+      // writes are taken whole — no async frame.
+      this.#writesInFlight++;
+      this.#writing = bytes;
+      try {
+        written = direct.write(bytes).then(this.#wrote, this.#writeFailed);
+      } catch (error) {
+        written = Promise.resolve().then(() => this.#writeFailed(error));
+      }
+    } else {
+      written = this.#writeAfter(
+        direct,
+        bytes,
+        this.#writesInFlight === 0 ? null : this.#writeChain,
+      );
+    }
     this.#writeChain = written;
     return written;
   }
 
-  async #writeAll(
+  /** The bytes of the write started by {@linkcode write}'s common case. */
+  #writing: Uint8Array | null = null;
+
+  readonly #wrote = (n: number): Promise<void> | undefined => {
+    const bytes = this.#writing!;
+    this.#writing = null;
+    if (n >= bytes.length) {
+      this.#writesInFlight--;
+      return undefined;
+    }
+    // Taken in part: the rest as a write of its own (still counted in flight).
+    this.#writesInFlight--;
+    return this.#writeAfter(this.#direct!, bytes.subarray(n), null);
+  };
+
+  readonly #writeFailed = (error: unknown): never => {
+    this.#writing = null;
+    this.#writesInFlight--;
+    // A failed write ends the channel; later writes then fail at once.
+    this.#onWriteFailed();
+    throw error;
+  };
+
+  async #writeAfter(
     direct: ByteWriter,
     bytes: Uint8Array,
     after: Promise<void> | null,
@@ -171,7 +206,7 @@ export class SocketIo {
         } catch { /* reported by that write; the channel is closed now */ }
       }
       if (this.#closed) throw new Error("WebSocket is closed");
-      let offset = await direct.write(bytes);
+      let offset = 0;
       while (offset < bytes.length) offset += await direct.write(bytes.subarray(offset));
     } catch (error) {
       // A failed write ends the channel; later writes then fail at once.
