@@ -231,33 +231,152 @@ export function createOutputSink(
   close: () => Promise<void>,
   options: OutputSinkOptions = {},
 ): OutputSink {
-  const high = options.highWaterMark ?? 1024 * 1024;
-  const isAlone = options.alone;
-  let pending: Pending[] = [];
-  /** How many of `pending` are framed alone (batches end before and after each). */
-  let alones = 0;
-  let backlog = 0;
-  let flushing: Promise<void> | null = null;
-  let failure: unknown = null;
-  let closing = false;
-  let closed: Promise<void> | null = null;
-  let drained: PromiseWithResolvers<void> | null = null;
-  let controller: WritableStreamDefaultController | null = null;
-  const failed = Promise.withResolvers<unknown>();
-  // Grown to the batches actually written (an idle connection holds none).
-  let scratch: Uint8Array | undefined = options.reuseBuffers ? new Uint8Array(0) : undefined;
+  return new OutputQueue(framing, writeBytes, close, options);
+}
+
+/**
+ * The queue behind {@linkcode createOutputSink}: one object per connection,
+ * its methods shared (a connection holds no closure per method).
+ */
+class OutputQueue implements OutputSink, MessageSink {
+  readonly #framing: Framing;
+  readonly #writeBytes: (bytes: Uint8Array, alone?: JsonRpcMessage) => Promise<void>;
+  readonly #closeTransport: () => Promise<void>;
+  readonly #high: number;
+  readonly #isAlone: ((message: JsonRpcMessage) => boolean) | undefined;
+  #pending: Pending[] = [];
+  /** How many of `#pending` are framed alone (batches end before and after each). */
+  #alones = 0;
+  #backlog = 0;
+  /** Settles when the batch being written is out (null: none is). */
+  #flushing: Promise<void> | null = null;
+  /** The size of the batch being written. */
+  #writingSize = 0;
+  #failure: unknown = null;
+  #closing = false;
+  #closed: Promise<void> | null = null;
+  #drained: PromiseWithResolvers<void> | null = null;
+  #controller: WritableStreamDefaultController | null = null;
+  #failed: PromiseWithResolvers<unknown> | null = null;
+  #sink: UnderlyingSink<JsonRpcMessage> | null = null;
+  /** Grown to the batches actually written (an idle connection holds none). */
+  #scratch: Uint8Array | undefined;
   // Receipts: one promise per batch, shared by every message in it.
-  let accumulating: PromiseWithResolvers<boolean> | null = null;
-  let inFlight: PromiseWithResolvers<boolean> | null = null;
+  #accumulating: PromiseWithResolvers<boolean> | null = null;
+  #inFlight: PromiseWithResolvers<boolean> | null = null;
+
+  constructor(
+    framing: Framing,
+    writeBytes: (bytes: Uint8Array, alone?: JsonRpcMessage) => Promise<void>,
+    close: () => Promise<void>,
+    options: OutputSinkOptions,
+  ) {
+    this.#framing = framing;
+    this.#writeBytes = writeBytes;
+    this.#closeTransport = close;
+    this.#high = options.highWaterMark ?? 1024 * 1024;
+    this.#isAlone = options.alone;
+    this.#scratch = options.reuseBuffers ? new Uint8Array(0) : undefined;
+  }
+
+  get messages(): MessageSink {
+    return this;
+  }
+
+  get sink(): UnderlyingSink<JsonRpcMessage> {
+    return this.#sink ??= {
+      start: (c) => {
+        this.#controller = c;
+      },
+      write: (msg) => this.write(msg),
+      close: () => this.close(),
+      abort: async () => {
+        this.#pending = [];
+        this.#alones = 0;
+        this.#closing = true;
+        await this.#closeTransport().catch(() => {});
+      },
+    };
+  }
+
+  get failed(): Promise<unknown> {
+    return (this.#failed ??= Promise.withResolvers<unknown>()).promise;
+  }
+
+  get congested(): boolean {
+    return this.#backlog > this.#high && this.#failure === null;
+  }
+
+  write(msg: JsonRpcMessage): Promise<void> | undefined {
+    if (this.#failure !== null) return Promise.reject(this.#failure);
+    if (this.#closing) return Promise.reject(new TypeError("the output is closed"));
+    const parts = encodeMessageParts(msg);
+    let length = 0;
+    for (const p of parts) length += p.length;
+    if (this.#isAlone?.(msg) === true) {
+      this.#pending.push({ parts, length, alone: msg });
+      this.#alones++;
+    } else {
+      this.#pending.push({ parts, length });
+    }
+    this.#backlog += length;
+    if (this.#flushing === null) this.#pump();
+    if (this.#backlog <= this.#high) return undefined;
+    return (this.#drained ??= Promise.withResolvers<void>()).promise;
+  }
+
+  ready(): Promise<void> {
+    return this.congested
+      ? (this.#drained ??= Promise.withResolvers<void>()).promise.catch(() => {})
+      : Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    this.#closing = true;
+    return this.#closed ??= (async () => {
+      while (this.#flushing !== null) await this.#flushing;
+      if (this.#failure !== null) throw this.#failure;
+      await this.#closeTransport();
+    })();
+  }
+
+  fail(error: unknown): void {
+    if (this.#failure !== null) return;
+    this.#failure = error;
+    this.#pending = [];
+    this.#alones = 0;
+    this.#inFlight?.resolve(false);
+    this.#accumulating?.resolve(false);
+    this.#inFlight = this.#accumulating = null;
+    this.#drained?.reject(error);
+    this.#drained = null;
+    (this.#failed ??= Promise.withResolvers<unknown>()).resolve(error);
+    try {
+      this.#controller?.error(error);
+    } catch { /* already errored or closed */ }
+  }
+
+  flushed(): Promise<boolean> {
+    if (this.#failure !== null) return Promise.resolve(false);
+    if (this.#pending.length > 0) {
+      this.#accumulating ??= Promise.withResolvers<boolean>();
+      return this.#accumulating.promise;
+    }
+    if (this.#inFlight !== null) return this.#inFlight.promise;
+    return Promise.resolve(true);
+  }
 
   /** Frames `batch` (in the reused buffer when it fits) and writes it. */
-  function writeBatch(batch: Pending[]): Promise<void> {
+  #writeBatch(batch: Pending[]): Promise<void> {
     let size = 0;
     for (const m of batch) size += m.length;
+    const scratch = this.#scratch;
     if (scratch !== undefined && scratch.length < size * 1.1 && size <= MAX_SCRATCH) {
-      scratch = new Uint8Array(Math.min(MAX_SCRATCH, Math.max(4096, Math.ceil(size * 1.25))));
+      this.#scratch = new Uint8Array(
+        Math.min(MAX_SCRATCH, Math.max(4096, Math.ceil(size * 1.25))),
+      );
     }
-    return writeBytes(frameBatch(batch, framing, scratch), batch[0]!.alone);
+    return this.#writeBytes(frameBatch(batch, this.#framing, this.#scratch), batch[0]!.alone);
   }
 
   /**
@@ -265,166 +384,77 @@ export function createOutputSink(
    * reused buffer goes out through it in pieces (a file's base64 is then
    * never in memory whole), the messages around it batched as usual.
    */
-  async function writeInParts(batch: Pending[]): Promise<void> {
+  async #writeInParts(batch: Pending[]): Promise<void> {
     let start = 0;
     for (let i = 0; i < batch.length; i++) {
       const m = batch[i]!;
       if (m.length <= MAX_SCRATCH || m.alone) continue;
-      if (i > start) await writeBatch(batch.slice(start, i));
-      if (scratch!.length < MAX_SCRATCH) scratch = new Uint8Array(MAX_SCRATCH);
-      await writeInPieces(m.parts, framing.trailer, scratch!, writeBytes);
+      if (i > start) await this.#writeBatch(batch.slice(start, i));
+      if (this.#scratch!.length < MAX_SCRATCH) this.#scratch = new Uint8Array(MAX_SCRATCH);
+      await writeInPieces(m.parts, this.#framing.trailer, this.#scratch!, this.#writeBytes);
       start = i + 1;
     }
-    if (start < batch.length) await writeBatch(start === 0 ? batch : batch.slice(start));
-  }
-
-  function writeOut(batch: Pending[], size: number): Promise<void> {
-    return scratch !== undefined && framing.streamable && size > MAX_SCRATCH
-      ? writeInParts(batch)
-      : writeBatch(batch);
+    if (start < batch.length) await this.#writeBatch(start === 0 ? batch : batch.slice(start));
   }
 
   /** The next batch: everything waiting, cut before and after a message framed alone. */
-  function takeBatch(): Pending[] {
-    const batch = pending;
-    if (alones > 0) {
+  #takeBatch(): Pending[] {
+    const batch = this.#pending;
+    if (this.#alones > 0) {
       let cut = 1;
       if (batch[0]!.alone === undefined) {
         while (cut < batch.length && batch[cut]!.alone === undefined) cut++;
       } else {
-        alones--;
+        this.#alones--;
       }
       if (cut < batch.length) {
-        pending = batch.slice(cut);
+        this.#pending = batch.slice(cut);
         return batch.slice(0, cut);
       }
     }
-    pending = [];
+    this.#pending = [];
     // The receipt of everything accepted so far goes with the last batch.
-    inFlight = accumulating;
-    accumulating = null;
+    this.#inFlight = this.#accumulating;
+    this.#accumulating = null;
     return batch;
   }
-
-  // The batch being written, and its size; one write at a time.
-  let writingSize = 0;
 
   /**
    * Writes the next batch, and the next once that one is out, while
    * messages wait (no async frame per batch: one `then` on the write).
    */
-  function pump(): void {
-    const batch = takeBatch();
+  #pump(): void {
+    const batch = this.#takeBatch();
     let size = 0;
     for (const m of batch) size += m.length;
-    writingSize = size;
+    this.#writingSize = size;
     let written: Promise<void>;
     try {
-      written = writeOut(batch, size);
+      written = this.#scratch !== undefined && this.#framing.streamable && size > MAX_SCRATCH
+        ? this.#writeInParts(batch)
+        : this.#writeBatch(batch);
     } catch (error) {
       written = Promise.reject(error);
     }
-    flushing = written.then(batchWritten, batchFailed);
+    this.#flushing = written.then(this.#batchWritten, this.#batchFailed);
   }
 
-  function batchWritten(): void {
-    inFlight?.resolve(true);
-    inFlight = null;
-    backlog -= writingSize;
-    if (drained !== null && backlog <= high / 2) {
-      drained.resolve();
-      drained = null;
+  readonly #batchWritten = (): void => {
+    this.#inFlight?.resolve(true);
+    this.#inFlight = null;
+    this.#backlog -= this.#writingSize;
+    if (this.#drained !== null && this.#backlog <= this.#high / 2) {
+      this.#drained.resolve();
+      this.#drained = null;
     }
-    if (pending.length > 0 && failure === null) return pump();
-    flushing = null;
-  }
-
-  function batchFailed(error: unknown): void {
-    flushing = null;
-    fail(error);
-  }
-
-  function settleReceipts(): void {
-    inFlight?.resolve(false);
-    accumulating?.resolve(false);
-    inFlight = accumulating = null;
-  }
-
-  const messages: MessageSink = {
-    write(msg) {
-      if (failure !== null) return Promise.reject(failure);
-      if (closing) return Promise.reject(new TypeError("the output is closed"));
-      const parts = encodeMessageParts(msg);
-      let length = 0;
-      for (const p of parts) length += p.length;
-      if (isAlone?.(msg) === true) {
-        pending.push({ parts, length, alone: msg });
-        alones++;
-      } else {
-        pending.push({ parts, length });
-      }
-      backlog += length;
-      if (flushing === null) pump();
-      if (backlog <= high) return undefined;
-      drained ??= Promise.withResolvers<void>();
-      return drained.promise;
-    },
-    get congested() {
-      return backlog > high && failure === null;
-    },
-    ready() {
-      return backlog > high && failure === null
-        ? (drained ??= Promise.withResolvers<void>()).promise.catch(() => {})
-        : Promise.resolve();
-    },
-    close() {
-      closing = true;
-      return closed ??= (async () => {
-        while (flushing !== null) await flushing;
-        if (failure !== null) throw failure;
-        await close();
-      })();
-    },
-    failed: failed.promise,
+    if (this.#pending.length > 0 && this.#failure === null) return this.#pump();
+    this.#flushing = null;
   };
 
-  const sink: UnderlyingSink<JsonRpcMessage> = {
-    start(c) {
-      controller = c;
-    },
-    write: (msg) => messages.write(msg),
-    close: () => messages.close(),
-    async abort() {
-      pending = [];
-      alones = 0;
-      closing = true;
-      await close().catch(() => {});
-    },
+  readonly #batchFailed = (error: unknown): void => {
+    this.#flushing = null;
+    this.fail(error);
   };
-
-  function fail(error: unknown): void {
-    if (failure !== null) return;
-    failure = error;
-    pending = [];
-    alones = 0;
-    settleReceipts();
-    drained?.reject(error);
-    drained = null;
-    failed.resolve(error);
-    try {
-      controller?.error(error);
-    } catch { /* already errored or closed */ }
-  }
-  const flushed = (): Promise<boolean> => {
-    if (failure !== null) return Promise.resolve(false);
-    if (pending.length > 0) {
-      accumulating ??= Promise.withResolvers<boolean>();
-      return accumulating.promise;
-    }
-    if (inFlight !== null) return inFlight.promise;
-    return Promise.resolve(true);
-  };
-  return { messages, sink, fail, flushed };
 }
 
 const NEWLINE = new Uint8Array([0x0a]);

@@ -56,7 +56,20 @@ export function encodeMessage(data: string | Uint8Array, limits: FrameLimits): U
  * place; larger messages are fragmented at the frame limit.
  */
 export function textFraming(limits: FrameLimits): Framing {
-  const { masked, maxFrameBytes } = limits;
+  const key = `${limits.masked} ${limits.maxFrameBytes}`;
+  let framing = framings.get(key);
+  if (framing === undefined) {
+    framing = makeTextFraming(limits);
+    // Connections share theirs (a server's all have the same limits).
+    if (framings.size < 16) framings.set(key, framing);
+  }
+  return framing;
+}
+
+const framings = new Map<string, Framing>();
+
+function makeTextFraming({ masked, maxFrameBytes }: FrameLimits): Framing {
+  const limits: FrameLimits = { masked, maxFrameBytes };
   const maskBytes = masked ? 4 : 0;
   return {
     headerSize: (length) => frameHeaderSize(length, maskBytes),

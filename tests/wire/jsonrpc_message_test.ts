@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertThrows } from "../helpers/assert.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../helpers/assert.ts";
 import { parseStrictJson } from "../../src/jsonrpc/strict_json.ts";
 import {
   classifyMessage,
@@ -313,4 +313,92 @@ Deno.test("output sink: bytes are given back once their base64 is in the output,
     x.length !== y.length ? `length ${x.length} ≠ ${y.length}` : x.findIndex((v, i) => v !== y[i]);
   assertEquals(got.map((g, i) => firstDifference(g, want[i]!)), [-1, -1, -1]);
   assertEquals(JSON.parse(lines[2]!).result.t, "é");
+});
+
+Deno.test("message parts: a short plain value is joined into one part; a long one and raw parts stay apart", async () => {
+  const { encodeMessageParts, RawJson, Base64Part } = await import("../../src/jsonrpc/message.ts");
+  assertEquals(encodeMessageParts({ jsonrpc: "2.0", id: 1, result: { a: 1 } }), [
+    '{"jsonrpc":"2.0","id":1,"result":{"a":1}}',
+  ]);
+  assertEquals(
+    encodeMessageParts({
+      jsonrpc: "2.0",
+      id: 2,
+      method: "m",
+      params: [1],
+      trace: { traceparent: "t" },
+    }),
+    ['{"jsonrpc":"2.0","id":2,"method":"m","params":[1],"trace":{"traceparent":"t"}}'],
+  );
+  const long = "x".repeat(20_000);
+  const parts = encodeMessageParts({ jsonrpc: "2.0", method: "n", params: { long } });
+  assertEquals(parts.length, 3);
+  assertEquals(parts.join(""), `{"jsonrpc":"2.0","method":"n","params":{"long":"${long}"}}`);
+  const bytes = new Base64Part(new Uint8Array([1, 2, 3]));
+  const raw = encodeMessageParts({
+    jsonrpc: "2.0",
+    id: 3,
+    result: new RawJson('{"d":"', bytes, '"}'),
+  });
+  assertEquals(raw.length, 5);
+  assert(raw[2] === bytes, "a byte part stays a part of its own");
+});
+
+Deno.test("output sink, direct: taken at once below the high-water mark, a promise above it, in order, refused once closed or failed", async () => {
+  const writes: string[] = [];
+  let release!: () => void;
+  let gate = new Promise<void>((r) => (release = r));
+  let closed = 0;
+  const output = createOutputSink(
+    ndjsonFraming,
+    async (bytes) => {
+      await gate;
+      writes.push(new TextDecoder().decode(bytes));
+    },
+    () => {
+      closed++;
+      return Promise.resolve();
+    },
+    { highWaterMark: 200 },
+  );
+  const sink = output.messages;
+  assertEquals(sink.write({ jsonrpc: "2.0", method: "a" }), undefined);
+  assert(!sink.congested);
+  // The first write is held: these wait, and the backlog passes 200 bytes.
+  assertEquals(sink.write({ jsonrpc: "2.0", method: "b", params: "x".repeat(100) }), undefined);
+  const blocked = sink.write({ jsonrpc: "2.0", method: "c", params: "y".repeat(100) });
+  assert(blocked instanceof Promise, "past the high-water mark the writer waits");
+  assert(sink.congested);
+  let ready = false;
+  const readyWait = sink.ready().then(() => (ready = true));
+  await new Promise((r) => setTimeout(r, 5));
+  assert(!ready, "ready waits while congested");
+  release();
+  gate = Promise.resolve();
+  await blocked;
+  await readyWait;
+  assert(!sink.congested);
+  assert(await output.flushed());
+  const methods = writes.join("").split("\n").filter(Boolean).map((l) => JSON.parse(l).method);
+  assertEquals(methods, ["a", "b", "c"]);
+  await sink.close();
+  await sink.close(); // once
+  assertEquals(closed, 1);
+  await assertRejects(() => sink.write({ jsonrpc: "2.0", method: "late" })!);
+  // A failed output rejects writes and settles `failed` with the error.
+  const failing = createOutputSink(
+    ndjsonFraming,
+    () => Promise.reject(new Error("broken pipe")),
+    () => Promise.resolve(),
+  );
+  failing.messages.write({ jsonrpc: "2.0", method: "x" });
+  const error = await failing.messages.failed;
+  assertEquals((error as Error).message, "broken pipe");
+  assertEquals(await failing.flushed(), false);
+  await assertRejects(
+    () => failing.messages.write({ jsonrpc: "2.0", method: "y" })!,
+    Error,
+    "broken pipe",
+  );
+  await failing.messages.ready(); // never rejects
 });
