@@ -70,38 +70,70 @@ export function consoleWrite(line: string): void {
 
 /** Creates a logger writing JSON lines. */
 export function createLogger(options: LoggerOptions = {}): Logger {
-  const threshold = LOG_LEVELS.indexOf(options.level ?? "info");
-  const write = options.write ?? writeStderr;
-  const base = options.fields ?? {};
-  const make = (fields: LogFields): Logger => {
-    const log = (level: LogLevel) => (event: string, extra?: LogFields) => {
-      if (LOG_LEVELS.indexOf(level) > threshold) return;
-      const record: Record<string, unknown> = {
-        ts: new Date().toISOString(),
-        level,
-        event,
-      };
-      for (const [k, v] of Object.entries(fields)) record[k] = serialiseField(v);
-      if (extra) { for (const [k, v] of Object.entries(extra)) record[k] = serialiseField(v); }
-      let line: string;
-      try {
-        line = JSON.stringify(record);
-      } catch {
-        line = JSON.stringify({ ts: record.ts, level, event, note: "unserialisable fields" });
-      }
-      write(line);
+  return new JsonLogger(
+    LOG_LEVELS.indexOf(options.level ?? "info"),
+    options.write ?? writeStderr,
+    options.fields ?? {},
+  );
+}
+
+/** A logger writing JSON lines; children share its methods (one object each). */
+class JsonLogger implements Logger {
+  readonly #threshold: number;
+  readonly #write: (line: string) => void;
+  readonly #fields: LogFields;
+
+  constructor(threshold: number, write: (line: string) => void, fields: LogFields) {
+    this.#threshold = threshold;
+    this.#write = write;
+    this.#fields = fields;
+  }
+
+  error(event: string, extra?: LogFields): void {
+    this.#log("error", event, extra);
+  }
+
+  warn(event: string, extra?: LogFields): void {
+    this.#log("warn", event, extra);
+  }
+
+  info(event: string, extra?: LogFields): void {
+    this.#log("info", event, extra);
+  }
+
+  debug(event: string, extra?: LogFields): void {
+    this.#log("debug", event, extra);
+  }
+
+  trace(event: string, extra?: LogFields): void {
+    this.#log("trace", event, extra);
+  }
+
+  enabled(level: LogLevel): boolean {
+    return LOG_LEVELS.indexOf(level) <= this.#threshold;
+  }
+
+  child(more: LogFields): Logger {
+    return new JsonLogger(this.#threshold, this.#write, { ...this.#fields, ...more });
+  }
+
+  #log(level: LogLevel, event: string, extra: LogFields | undefined): void {
+    if (LOG_LEVELS.indexOf(level) > this.#threshold) return;
+    const record: Record<string, unknown> = {
+      ts: new Date().toISOString(),
+      level,
+      event,
     };
-    return {
-      error: log("error"),
-      warn: log("warn"),
-      info: log("info"),
-      debug: log("debug"),
-      trace: log("trace"),
-      enabled: (level) => LOG_LEVELS.indexOf(level) <= threshold,
-      child: (more) => make({ ...fields, ...more }),
-    };
-  };
-  return make(base);
+    for (const [k, v] of Object.entries(this.#fields)) record[k] = serialiseField(v);
+    if (extra) { for (const [k, v] of Object.entries(extra)) record[k] = serialiseField(v); }
+    let line: string;
+    try {
+      line = JSON.stringify(record);
+    } catch {
+      line = JSON.stringify({ ts: record.ts, level, event, note: "unserialisable fields" });
+    }
+    this.#write(line);
+  }
 }
 
 /** A logger that discards everything. */
