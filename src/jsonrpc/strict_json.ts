@@ -3,10 +3,13 @@
  *
  * `JSON.parse` is fast but lenient in ways a protocol server must not be: it
  * silently keeps the last of duplicate keys, has no value budget and no depth
- * limit, and rounds integers beyond 2^53. This module runs a
+ * limit, and rounds integers beyond 2^53. A message that is canonical JSON
+ * (what serde and `JSON.stringify` write) is taken on a native fast path:
+ * parsed, serialised again and compared — equal text has no duplicate keys
+ * and no inexact integers — and its values counted. Anything else gets a
  * structural scan first (linear time; long strings are skipped with native
  * `indexOf`), enforcing those rules with messages in the wording the
- * reference server uses, then lets `JSON.parse` build the value (keeping
+ * reference server uses, then `JSON.parse` builds the value (keeping
  * integers beyond 2^53 exact as `bigint`).
  *
  * @module
@@ -321,6 +324,61 @@ export function parseStrictJson(
   text: string,
   limits: StrictJsonLimits = DEFAULT_JSON_LIMITS,
 ): StrictJsonResult {
+  return (text.length <= CANONICAL_MAX ? parseCanonical(text, limits) : undefined) ??
+    parseScanned(text, limits);
+}
+
+/** Longest text tried as canonical JSON first (a request, not a file's contents). */
+const CANONICAL_MAX = 64 * 1024;
+
+/**
+ * The fast path, for text that is exactly what `JSON.stringify` makes of
+ * its own value — compact, canonical numbers, keys once each (a duplicate
+ * key is dropped by `JSON.parse`, so its text can never be that), integers
+ * exact — as serde and `JSON.stringify` clients send: native parse and
+ * serialise, then a walk of the value for the budget and depth. Undefined
+ * for anything else (the scan decides, with its precise errors).
+ */
+function parseCanonical(text: string, limits: StrictJsonLimits): StrictJsonResult | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (JSON.stringify(value) !== text) return undefined;
+  if (countValues(value, 1, limits) < 0) return undefined;
+  const id = typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>).id
+    : undefined;
+  // Canonical: a number's text is its serialisation.
+  return { ok: true, value, idSource: typeof id === "number" ? String(id) : undefined };
+}
+
+/**
+ * The JSON values in `value` (itself included), or -1 when they exceed the
+ * value budget or nest deeper than allowed (`depth`: its own nesting level
+ * should it be an object or array).
+ */
+function countValues(value: unknown, depth: number, limits: StrictJsonLimits): number {
+  if (typeof value !== "object" || value === null) return 1;
+  if (depth > limits.maxDepth) return -1;
+  let n = 1;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const inner = countValues(value[i], depth + 1, limits);
+      if (inner < 0 || (n += inner) > limits.maxValues) return -1;
+    }
+  } else {
+    for (const key in value) {
+      const inner = countValues((value as Record<string, unknown>)[key], depth + 1, limits);
+      if (inner < 0 || (n += inner) > limits.maxValues) return -1;
+    }
+  }
+  return n;
+}
+
+function parseScanned(text: string, limits: StrictJsonLimits): StrictJsonResult {
   const scanner = new Scanner(text, limits);
   try {
     scanner.skipWhitespace();

@@ -402,3 +402,52 @@ Deno.test("output sink, direct: taken at once below the high-water mark, a promi
   );
   await failing.messages.ready(); // never rejects
 });
+
+Deno.test("strict JSON: canonical text (the fast path) and the same value spaced out (the scan) parse alike", () => {
+  let seed = 7;
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const strings = ["", "a", 'q"uote', "back\\slash", "line\nbreak", "\u0001ctl", "é€𝄞", "\ud800"];
+  const numbers = [0, -1, 1.5, 1e21, 2 ** 53 - 1, 1234567890123456, -0.25];
+  const make = (depth: number): unknown => {
+    const r = random();
+    if (depth > 3 || r < 0.35) {
+      const k = random();
+      return k < 0.4
+        ? strings[Math.floor(random() * strings.length)]
+        : k < 0.8
+        ? numbers[Math.floor(random() * numbers.length)]
+        : [true, false, null][Math.floor(random() * 3)];
+    }
+    if (r < 0.6) return Array.from({ length: Math.floor(random() * 4) }, () => make(depth + 1));
+    return Object.fromEntries(
+      Array.from(
+        { length: Math.floor(random() * 4) },
+        (_, i) => [`k${i}${strings[i]}`, make(depth + 1)],
+      ),
+    );
+  };
+  for (let i = 0; i < 300; i++) {
+    const value = { jsonrpc: "2.0", id: i % 2 ? i : `s${i}`, method: "m", params: make(0) };
+    const canonical = JSON.stringify(value);
+    const spaced = JSON.stringify(value, null, 1);
+    const fast = parseStrictJson(canonical);
+    const scanned = parseStrictJson(spaced);
+    assert(fast.ok && scanned.ok, canonical);
+    assertEquals(fast.value, scanned.value);
+    assertEquals(fast.idSource, scanned.idSource);
+  }
+  // Integers beyond 2^53 are not canonical once rounded: exact, through the scan.
+  const wide = parseStrictJson('{"id":12345678901234567890,"method":"m"}');
+  assert(wide.ok);
+  assertEquals((wide.value as { id: unknown }).id, 12345678901234567890n);
+  assertEquals(wide.idSource, "12345678901234567890");
+  // Limits hold on the fast path too, with the scan's own wording.
+  const tight = { maxValues: 5, maxDepth: 2 };
+  assertEquals(parseStrictJson('{"a":[1,2],"b":3}', tight).ok, true);
+  const over = parseStrictJson('{"a":[1,2],"b":3,"c":4}', tight);
+  assert(
+    !over.ok && over.message.startsWith("JSON-RPC message exceeds the limit of 5 JSON values"),
+  );
+  const deep = parseStrictJson('{"a":[[1]]}', tight);
+  assert(!deep.ok && deep.message.startsWith("recursion limit exceeded"));
+});
