@@ -485,6 +485,9 @@ export class RpcPeer {
           }
         }
       }
+    } catch (error) {
+      // Nothing above should throw (a tracer might): never an unhandled rejection.
+      this.#logger.error("jsonrpc.request_failed", { method: call.method, error });
     } finally {
       if (--this.#running === 0 && this.#idle !== null) {
         this.#idle.resolve();
