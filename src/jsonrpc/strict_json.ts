@@ -358,10 +358,16 @@ function parseCanonical(text: string, limits: StrictJsonLimits): StrictJsonResul
 /**
  * The JSON values in `value` (itself included), or -1 when they exceed the
  * value budget or nest deeper than allowed (`depth`: its own nesting level
- * should it be an object or array).
+ * should it be an object or array), or hold an integer beyond 2^53.
  */
 function countValues(value: unknown, depth: number, limits: StrictJsonLimits): number {
-  if (typeof value !== "object" || value === null) return 1;
+  if (typeof value !== "object" || value === null) {
+    // An integer beyond 2^53 (even one a double holds exactly) is a
+    // `bigint` from the scan: decoders tell u64 from a rounded number so.
+    return typeof value === "number" && Number.isInteger(value) && !Number.isSafeInteger(value)
+      ? -1
+      : 1;
+  }
   if (depth > limits.maxDepth) return -1;
   let n = 1;
   if (Array.isArray(value)) {

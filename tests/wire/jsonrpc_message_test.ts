@@ -407,7 +407,7 @@ Deno.test("strict JSON: canonical text (the fast path) and the same value spaced
   let seed = 7;
   const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
   const strings = ["", "a", 'q"uote', "back\\slash", "line\nbreak", "\u0001ctl", "é€𝄞", "\ud800"];
-  const numbers = [0, -1, 1.5, 1e21, 2 ** 53 - 1, 1234567890123456, -0.25];
+  const numbers = [0, -1, 1.5, 1e21, 2 ** 53 - 1, 2 ** 53, 2 ** 53 + 2, 1234567890123456, -0.25];
   const make = (depth: number): unknown => {
     const r = random();
     if (depth > 3 || r < 0.35) {
