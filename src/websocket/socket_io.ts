@@ -62,6 +62,8 @@ export class SocketIo {
   /** Where the direct read in progress goes (one read at a time). */
   #readInto: Uint8Array = new Uint8Array(0);
   #readIntoTail = false;
+  /** The bytes of the write started by {@linkcode write}'s common case. */
+  #writing: Uint8Array | null = null;
   /** Direct writes, in order. */
   #writeChain: Promise<void> = Promise.resolve();
   /** Writes started and not yet settled. */
@@ -170,9 +172,6 @@ export class SocketIo {
     return written;
   }
 
-  /** The bytes of the write started by {@linkcode write}'s common case. */
-  #writing: Uint8Array | null = null;
-
   readonly #wrote = (n: number): Promise<void> | undefined => {
     const bytes = this.#writing!;
     this.#writing = null;
@@ -180,7 +179,8 @@ export class SocketIo {
       this.#writesInFlight--;
       return undefined;
     }
-    // Taken in part: the rest as a write of its own (still counted in flight).
+    // Taken in part: the rest goes next (writes after this one wait for
+    // the promise this becomes part of).
     this.#writesInFlight--;
     return this.#writeAfter(this.#direct!, bytes.subarray(n), null);
   };
