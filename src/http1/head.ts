@@ -8,7 +8,6 @@
 
 import { createHash } from "node:crypto";
 import { concatBytes } from "../util/bytes.ts";
-import type { ByteReader } from "../util/conn_io.ts";
 
 /** A parsed request or response head. */
 export interface MessageHead {
@@ -61,54 +60,9 @@ export interface HeadReader {
  * connections at once may write some heads seconds late), and with 400 on a
  * malformed head or early EOF.
  */
-export function readHead(
+export async function readHead(
   reader: HeadReader,
   options: { maxBytes?: number; timeoutMs?: number } = {},
-): Promise<MessageHead> {
-  return readHeadChunks(async () => {
-    const result = await reader.read();
-    return result.done ? null : result.value;
-  }, options);
-}
-
-/** Bytes asked of a connection per head read (as a stream reads). */
-const HEAD_READ_BYTES = 64 * 1024;
-/** Head-read buffers kept for the next connections. */
-const HEAD_BUFFERS_KEPT = 16;
-const headBuffers: Uint8Array[] = [];
-
-/**
- * {@linkcode readHead} straight from a connection's `read`, into buffers
- * shared by all connections: each read's bytes are copied out at once and
- * its buffer goes back for the next read — a burst of connections reuses a
- * few instead of allocating (and zero-filling) 64 KiB each. A buffer whose
- * read is still pending (the deadline passed) is never given back.
- */
-export function readConnHead(
-  conn: ByteReader,
-  options: { maxBytes?: number; timeoutMs?: number } = {},
-): Promise<MessageHead> {
-  return readHeadChunks(
-    async () => {
-      const buffer = headBuffers.pop() ?? new Uint8Array(HEAD_READ_BYTES);
-      const n = await conn.read(buffer);
-      return n === null ? null : buffer.subarray(0, n);
-    },
-    options,
-    (chunk) => {
-      if (headBuffers.length < HEAD_BUFFERS_KEPT) headBuffers.push(new Uint8Array(chunk.buffer));
-    },
-  );
-}
-
-/**
- * The loop of {@linkcode readHead}: `next` gives the next bytes (null at
- * the end); each chunk is copied before `copied` gets it back.
- */
-async function readHeadChunks(
-  next: () => Promise<Uint8Array | null>,
-  options: { maxBytes?: number; timeoutMs?: number },
-  copied?: (chunk: Uint8Array) => void,
 ): Promise<MessageHead> {
   const maxBytes = options.maxBytes ?? 16 * 1024;
   const timeoutMs = options.timeoutMs ?? 30_000;
@@ -140,13 +94,12 @@ async function readHeadChunks(
         return parseHead(data.subarray(0, end), data.slice(end + 4));
       }
       if (data.length > maxBytes) throw new HttpHeadError(431, "request head too large");
-      const chunk = await Promise.race([next(), timeout]);
-      if (chunk === null) throw new HttpHeadError(400, "connection closed before the head ended");
-      const joined = new Uint8Array(data.length + chunk.length);
+      const result = await Promise.race([reader.read(), timeout]);
+      if (result.done) throw new HttpHeadError(400, "connection closed before the head ended");
+      const joined = new Uint8Array(data.length + result.value.length);
       joined.set(data);
-      joined.set(chunk, data.length);
+      joined.set(result.value, data.length);
       data = joined;
-      copied?.(chunk);
     }
   } finally {
     clearTimeout(timer);

@@ -16,8 +16,9 @@ import {
   encodeResponse,
   HttpHeadError,
   type MessageHead,
-  readConnHead,
+  readHead,
 } from "../http1/head.ts";
+import { connReader } from "../http1/body.ts";
 import { type ByteWriter, writeAll } from "../util/conn_io.ts";
 
 /** Limits and timers shared by both roles. */
@@ -156,7 +157,7 @@ async function dial(
   request += "\r\n";
   try {
     await writeAll(conn, new TextEncoder().encode(request));
-    const head = await readConnHead(conn, { timeoutMs });
+    const head = await readHead(connReader(conn), { timeoutMs });
     const status = Number(head.startLine[1]);
     if (status !== 101) {
       const body = new TextDecoder().decode(head.leftover).slice(0, 500);
