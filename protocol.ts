@@ -73,6 +73,7 @@ export {
 export {
   createOutputSink,
   type Framing,
+  type MessageSink,
   ndjsonFraming,
   type OutputSink,
   type OutputSinkOptions,
