@@ -1,6 +1,8 @@
 /**
- * The outbound half of every transport: a `WritableStream` sink that turns
- * messages into framed bytes and hands them to the transport.
+ * The outbound half of every transport: a queue that turns messages into
+ * framed bytes and hands them to the transport — written to directly
+ * ({@linkcode MessageSink}, the peer's way) or through a `WritableStream`
+ * over the same queue.
  *
  * Hot path, so it is careful about copies. A message is encoded as a list of
  * string parts (large base64 payloads stay separate strings, never
@@ -10,8 +12,8 @@
  * write for many messages, no intermediate joined string.
  *
  * Memory is bounded: once more than `highWaterMark` bytes wait, `write`
- * blocks until the transport has taken them, which propagates backpressure
- * to every producer awaiting the writer's `ready`.
+ * returns a promise that settles when the transport has taken them, which
+ * propagates backpressure to every producer awaiting `ready`.
  *
  * @module
  */
