@@ -86,14 +86,11 @@ export function applyMask(data: Uint8Array, mask: Uint8Array): void {
   if (words > 0) {
     for (let k = 0; k < 8; k++) ROTATED[k] = mask[(i + k) & 3]!;
     const m = ROTATED_WORD[0]!;
-    const w64 = wordsOf(data.buffer as ArrayBuffer);
-    if (w64 !== null) {
-      const first = (data.byteOffset + i) >>> 3;
-      for (let w = first; w < first + words; w++) w64[w]! ^= m;
-    } else {
-      const view = new BigInt64Array(data.buffer, data.byteOffset + i, words);
-      for (let w = 0; w < words; w++) view[w]! ^= m;
-    }
+    // The reused view of the whole buffer, or a view of just these words.
+    const cached = wordsOf(data.buffer as ArrayBuffer);
+    const w64 = cached ?? new BigInt64Array(data.buffer, data.byteOffset + i, words);
+    const first = cached === null ? 0 : (data.byteOffset + i) >>> 3;
+    for (let w = first; w < first + words; w++) w64[w]! ^= m;
     i += words << 3;
   }
   for (; i < length; i++) data[i] = data[i]! ^ mask[i & 3]!;

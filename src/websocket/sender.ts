@@ -10,14 +10,7 @@
 
 import { concatBytes } from "../util/bytes.ts";
 import type { Framing } from "../util/framing.ts";
-import {
-  applyMask,
-  encodeFrame,
-  encodeFrameHeader,
-  frameHeaderSize,
-  Opcode,
-  putFrameHeader,
-} from "./frame.ts";
+import { applyMask, encodeFrame, frameHeaderSize, Opcode, putFrameHeader } from "./frame.ts";
 
 const encoder = new TextEncoder();
 
@@ -97,26 +90,19 @@ export function frameBinaryBatch(
   limits: FrameLimits,
   buffer: (size: number) => Uint8Array,
 ): Uint8Array | null {
-  const masks: (Uint8Array | undefined)[] = [];
-  const headers: Uint8Array[] = [];
+  const maskBytes = limits.masked ? 4 : 0;
   let size = 0;
   for (const length of lengths) {
     if (length > limits.maxFrameBytes) return null;
-    const mask = limits.masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
-    const header = encodeFrameHeader(Opcode.Binary, length, true, mask);
-    masks.push(mask);
-    headers.push(header);
-    size += header.length + length;
+    size += frameHeaderSize(length, maskBytes) + length;
   }
   const out = buffer(size);
   let at = 0;
   for (let i = 0; i < lengths.length; i++) {
-    const header = headers[i]!;
-    out.set(header, at);
-    at += header.length;
+    const mask = limits.masked ? crypto.getRandomValues(new Uint8Array(4)) : undefined;
+    at += putFrameHeader(out, at, Opcode.Binary, lengths[i]!, true, mask);
     const payload = out.subarray(at, at + lengths[i]!);
     fill(i, payload);
-    const mask = masks[i];
     if (mask) applyMask(payload, mask);
     at += payload.length;
   }
