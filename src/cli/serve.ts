@@ -10,9 +10,6 @@ import { otelRequestTracer } from "../log/otel.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
 import { listenWebSocket } from "../server/listen_ws.ts";
-import { startNetworkProxyFromFile } from "../proxy/start.ts";
-import { loadNetworkRequirementsFile } from "../proxy/config_file.ts";
-import { RemoteExecutor } from "../relay/executor/executor.ts";
 import { sha256, type WebSocketAuth } from "../server/ws_auth.ts";
 import { VERSION } from "../version.ts";
 import {
@@ -372,15 +369,22 @@ export async function runServe(config: ServeConfig): Promise<number> {
   if (config.networkRequirements && !config.networkProxyConfig) {
     throw new UsageError("--network-requirements needs --network-proxy", 2);
   }
+  // The proxy and the relay are loaded only by the servers that use them
+  // (a plain server's idle memory and start-up are smaller without them).
   const requirements = config.networkRequirements
-    ? await loadNetworkRequirementsFile(config.networkRequirements)
+    ? await (await import("../proxy/config_file.ts")).loadNetworkRequirementsFile(
+      config.networkRequirements,
+    )
     : null;
   const proxy = config.networkProxyConfig
-    ? await startNetworkProxyFromFile(config.networkProxyConfig, {
-      logger,
-      ...(requirements ? { requirements } : {}),
-      ...(config.tcpUpstreamProxy ? { tcpUpstream: config.tcpUpstreamProxy } : {}),
-    })
+    ? await (await import("../proxy/start.ts")).startNetworkProxyFromFile(
+      config.networkProxyConfig,
+      {
+        logger,
+        ...(requirements ? { requirements } : {}),
+        ...(config.tcpUpstreamProxy ? { tcpUpstream: config.tcpUpstreamProxy } : {}),
+      },
+    )
     : null;
   if (proxy) {
     logger.info("server.network_proxy", {
@@ -405,6 +409,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
   try {
     if (config.remote) {
       const bearer = await registrationBearer(config.remote.bearerFromStdin);
+      const { RemoteExecutor } = await import("../relay/executor/executor.ts");
       const executor = await RemoteExecutor.start({
         registry: { url: config.remote.url, bearer },
         environmentId: config.remote.environmentId,

@@ -71,6 +71,15 @@ Deno.test("exports: the client loads no server, proxy, MCP or TOML code", async 
   );
 });
 
+Deno.test("exports: a plain `serve` loads no egress proxy, relay or Noise code until asked", async () => {
+  // The proxy, its MITM and SOCKS5 listeners, the relay and its crypto load
+  // only for `--network-proxy`, `--remote` or a start with `networkProxy`.
+  const serve = await staticGraph("src/cli/serve.ts");
+  const forbidden =
+    /\/src\/(relay|noise|socks5)\/|\/src\/proxy\/(network_proxy|start|config_file|mitm\/)|\/src\/server\/network_launch\.ts|node:(tls|dgram|dns)|npm:/;
+  assertEquals(serve.modules.filter((m) => forbidden.test(m)), []);
+});
+
 Deno.test("architecture: no import cycles, and dependencies point inward", async () => {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["info", "--json", "--config", `${ROOT}deno.json`, `${ROOT}mod.ts`],

@@ -36,7 +36,6 @@ import {
 } from "../../sandbox/mod.ts";
 import type { NetworkProxyLaunch, ProcessStartResult } from "../../protocol/types.ts";
 import type { HandlerContext } from "../handler.ts";
-import { launchProcessProxy } from "../network_launch.ts";
 import {
   type CredentialBroker,
   maskableCommand,
@@ -268,6 +267,8 @@ async function launchProxy(
   const logger = ctx.server.logger.child({ processId });
   try {
     const tcpUpstream = ctx.server.options.tcpUpstreamProxy ?? undefined;
+    // Loaded by the first start that asks for a proxy (most servers never do).
+    const { launchProcessProxy } = await import("../network_launch.ts");
     return await launchProcessProxy(launch, processId, ctx.session, logger, {
       ...(broker ? { broker } : {}),
       ...(tcpUpstream ? { tcpUpstream } : {}),
