@@ -6,8 +6,8 @@
  * @module
  */
 
-import { createHash } from "node:crypto";
 import { concatBytes } from "../util/bytes.ts";
+import { sha1 } from "../util/sha1.ts";
 
 /** A parsed request or response head. */
 export interface MessageHead {
@@ -206,7 +206,7 @@ export function encodeResponse(
  * a connection's setup).
  */
 export function acceptKey(key: string): string {
-  return createHash("sha1").update(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
+  return sha1(encoder.encode(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11")).toBase64();
 }
 
 /** A header field to write: a text value, or bytes written as they are (secrets). */

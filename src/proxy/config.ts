@@ -7,8 +7,7 @@
  */
 
 import { isRecord, setOwn } from "../util/record.ts";
-import { isIPv4, isIPv6 } from "node:net";
-import { formatHostPort, isLoopbackHost } from "../util/host.ts";
+import { formatHostPort, isIPv4, isIPv6, isLoopbackHost } from "../util/host.ts";
 import { normalizePattern } from "./domain_pattern.ts";
 
 /** `full`: every method; `limited`: GET/HEAD/OPTIONS only, HTTPS intercepted. */

@@ -14,11 +14,18 @@
 
 import { sniffTls } from "./tls_sniff.ts";
 import dgram from "node:dgram";
-import { isIPv4, isIPv6 } from "node:net";
 import { relay, writeAll } from "../util/conn_io.ts";
 import { dialDirect, dialViaProxy, pickUpstream, PolicyDialError } from "./connector.ts";
 import type { BlockReason, DecisionSource } from "./decision.ts";
-import { addrText, isIpLiteral, isNonPublicIp, normalizeHost, unscoped } from "../util/host.ts";
+import {
+  addrText,
+  isIpLiteral,
+  isIPv4,
+  isIPv6,
+  isNonPublicIp,
+  normalizeHost,
+  unscoped,
+} from "../util/host.ts";
 import type { ListenerContext } from "./http_proxy.ts";
 import { decodeSocksAddress, encodeSocksAddress, SocksReply } from "../socks5/wire.ts";
 

@@ -32,7 +32,7 @@
  * @module
  */
 
-import { globSync } from "node:fs";
+import type { globSync as GlobSync } from "node:fs";
 import { dirname, isAbsolute, join, normalize, resolve } from "node:path";
 import type { FileSystemSandboxContext, SandboxAccess, SandboxEntry } from "../protocol/types.ts";
 import { isHeldMountPoint } from "./mount_points.ts";
@@ -134,6 +134,28 @@ function below(base: string, subpath: string | null | undefined): string | null 
   return join(base, normalized);
 }
 
+let globSync: typeof GlobSync | undefined;
+
+/**
+ * Null when {@linkcode resolveSandbox} can resolve `sandbox` now; otherwise
+ * (its policy holds the first glob pattern this process has seen) a promise
+ * that resolves once it can: glob expansion (`node:fs`) loads then, not in
+ * every server.
+ */
+export function sandboxReady(
+  sandbox: FileSystemSandboxContext | null | undefined,
+): Promise<void> | null {
+  if (globSync || !sandbox) return null;
+  const permissions = sandbox.permissions;
+  if (permissions.type !== "managed" || permissions.file_system.type !== "restricted") return null;
+  const hides = (e: SandboxEntry) =>
+    e.path.type === "glob_pattern" && mountAccess(e.access) === "none";
+  if (!permissions.file_system.entries.some(hides)) return null;
+  return import("node:fs").then((fs) => {
+    globSync ??= fs.globSync;
+  });
+}
+
 interface EntryPaths {
   readonly paths: string[];
   /** Named directly (not by a glob): its writable directories get protected names. */
@@ -151,6 +173,12 @@ function entryPaths(
     case "path":
       return { paths: [path.path], direct: true };
     case "glob_pattern": {
+      // Glob patterns only hide (Codex's deny-read globs): one that would
+      // grant `read` or `write` grants nothing, as in the reference.
+      if (mountAccess(entry.access) !== "none") return { paths: [], direct: false };
+      if (!globSync) {
+        throw new Error("internal error: a glob pattern resolved before sandboxReady()");
+      }
       const pattern = isAbsolute(path.pattern) ? path.pattern : join(base, path.pattern);
       try {
         return { paths: globSync(pattern).map((match) => resolve(base, match)), direct: false };

@@ -19,13 +19,14 @@ import {
   methodFamily,
   orderKeyOf,
 } from "../protocol/methods.ts";
-import type { InitializeResult } from "../protocol/types.ts";
+import type { FileSystemSandboxContext, InitializeResult } from "../protocol/types.ts";
+import { sandboxReady } from "../sandbox/policy.ts";
 import type { Logger } from "../log/logger.ts";
 import type { ServerState } from "./server_state.ts";
 import { ResourceScope } from "./resource_scope.ts";
 import { settleWithin } from "../util/async.ts";
 import type { Session, SessionAttachment } from "./session.ts";
-import type { DisconnectPolicy, MethodRegistry } from "./handler.ts";
+import type { DisconnectPolicy, MethodRegistry, MethodSpec } from "./handler.ts";
 
 export type { DisconnectPolicy };
 
@@ -165,6 +166,13 @@ export class ServerConnection {
         `client must send initialized before using ${methodFamily(method)} methods`,
       );
     }
+    // The first sandbox policy with glob patterns waits for their expansion to load.
+    const ready = sandboxReady((decoded as { sandbox?: FileSystemSandboxContext | null }).sandbox);
+    if (ready) return ready.then(() => this.#handle(spec, decoded, rpc));
+    return this.#handle(spec, decoded, rpc);
+  }
+
+  #handle(spec: MethodSpec, decoded: unknown, rpc: RequestContext): unknown {
     return withProtocolErrors(() =>
       spec.handle(decoded, {
         server: this.#server,

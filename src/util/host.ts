@@ -7,8 +7,6 @@
  * @module
  */
 
-import { isIPv4, isIPv6 } from "node:net";
-
 /**
  * Normalises a host for policy decisions: trims; takes the inside of
  * `[...]`; drops a `:port` when there is exactly one colon (unbracketed IPv6
@@ -55,29 +53,79 @@ export function isLoopbackHost(input: string): boolean {
   return bytes.every((b, i) => (i === 15 ? b === 1 : b === 0));
 }
 
-/** Parses an IP literal to 4 or 16 bytes; `null` if it is not one. */
+/** Parses an IP literal to 4 or 16 bytes (an IPv6 zone id is left out); `null` if it is not one. */
 export function ipBytes(ip: string): Uint8Array | null {
-  if (isIPv4(ip)) return new Uint8Array(ip.split(".").map(Number));
-  if (!isIPv6(ip)) return null;
-  let text = ip;
-  const tail: number[] = [];
-  const lastColon = text.lastIndexOf(":");
-  if (text.slice(lastColon + 1).includes(".")) {
-    tail.push(...text.slice(lastColon + 1).split(".").map(Number));
-    text = text.slice(0, lastColon + 1) + "0:0";
+  return parseIPv4(ip) ?? parseIPv6(ip);
+}
+
+/**
+ * True for a dotted-quad IPv4 literal: four decimal parts 0–255, no leading
+ * zeros (`node:net`'s `isIPv4`; `tests/proxy/host_test.ts` compares them).
+ */
+export function isIPv4(text: string): boolean {
+  return parseIPv4(text) !== null;
+}
+
+/**
+ * True for an IPv6 literal in any RFC 4291 text form: eight groups of 1–4
+ * hex digits, or fewer around one `::` standing for at least one zero group,
+ * the last two groups optionally a dotted quad, and an optional zone id
+ * (`%` and letters, digits, `-`, `.`, `:`) — `node:net`'s `isIPv6`, without
+ * loading Node's networking modules into every server.
+ */
+export function isIPv6(text: string): boolean {
+  return parseIPv6(text) !== null;
+}
+
+function parseIPv4(text: string): Uint8Array | null {
+  const parts = text.split(".");
+  if (parts.length !== 4) return null;
+  const out = new Uint8Array(4);
+  for (let i = 0; i < 4; i++) {
+    const part = parts[i]!;
+    if (!/^(?:0|[1-9]\d{0,2})$/.test(part) || Number(part) > 255) return null;
+    out[i] = Number(part);
   }
-  const [head, rest] = text.includes("::") ? text.split("::") as [string, string] : [text, null];
-  const words = (s: string) => (s === "" ? [] : s.split(":").map((w) => parseInt(w, 16)));
-  const left = words(head);
-  const right = rest === null ? [] : words(rest);
-  const fill = rest === null ? [] : new Array(8 - left.length - right.length).fill(0);
-  const all = [...left, ...fill, ...right];
+  return out;
+}
+
+const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
+const ZONE_ID = /^[0-9a-zA-Z.:-]+$/;
+
+function parseIPv6(text: string): Uint8Array | null {
+  const percent = text.indexOf("%");
+  if (percent !== -1) {
+    if (!ZONE_ID.test(text.slice(percent + 1))) return null;
+    text = text.slice(0, percent);
+  }
+  const gap = text.indexOf("::");
+  if (gap !== -1 && text.indexOf("::", gap + 1) !== -1) return null;
+  const head = gap === -1 ? text : text.slice(0, gap);
+  const tail = gap === -1 ? "" : text.slice(gap + 2);
+  const left = head === "" ? [] : head.split(":");
+  const right = tail === "" ? [] : tail.split(":");
+  // A dotted quad may only end the address (after `::` when there is one).
+  const last = gap === -1 ? left : right;
+  let quad: Uint8Array | null = null;
+  if (last.length > 0 && last[last.length - 1]!.includes(".")) {
+    quad = parseIPv4(last.pop()!);
+    if (!quad) return null;
+  }
+  const groups = left.length + right.length + (quad ? 2 : 0);
+  if (gap === -1 ? groups !== 8 : groups > 7) return null;
   const out = new Uint8Array(16);
-  all.forEach((w, i) => {
-    out[i * 2] = w >> 8;
-    out[i * 2 + 1] = w & 0xff;
-  });
-  if (tail.length === 4) out.set(tail, 12);
+  const put = (words: string[], at: number) => {
+    for (const word of words) {
+      if (!HEX_GROUP.test(word)) return false;
+      const value = parseInt(word, 16);
+      out[at++] = value >> 8;
+      out[at++] = value & 0xff;
+    }
+    return true;
+  };
+  const rightAt = 16 - (quad ? 4 : 0) - right.length * 2;
+  if (!put(left, 0) || !put(right, rightAt)) return null;
+  if (quad) out.set(quad, 12);
   return out;
 }
 

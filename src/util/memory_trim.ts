@@ -8,7 +8,8 @@
  * returns those pages. Such buffers are only freed once the garbage
  * collector finds their JavaScript owners gone, which an idle server never
  * triggers, so after a burst of them the trim is preceded by a full
- * collection (V8's `gc`, made available through `node:v8`).
+ * collection (V8's `gc`, made available through `node:v8` — loaded by the
+ * first such trim: Node's modules cost an idle server megabytes).
  *
  * Work only notes that it happened ({@linkcode MemoryTrimmer.note}, a
  * timestamp). A check runs a second after work begins, and then when the
@@ -35,12 +36,13 @@
  * @module
  */
 
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
-
 /** A full garbage collection, or null where V8 will not give one. */
-function collector(): (() => void) | null {
+async function collector(): Promise<(() => void) | null> {
   try {
+    const [{ setFlagsFromString }, { runInNewContext }] = await Promise.all([
+      import("node:v8"),
+      import("node:vm"),
+    ]);
     setFlagsFromString("--expose-gc");
     const gc = runInNewContext("gc");
     return typeof gc === "function" ? gc as () => void : null;
@@ -121,10 +123,10 @@ type Trim = ((collect: boolean) => Promise<unknown>) & { close?(): void };
 function realTrim(): Trim | null {
   const libc = openLibc();
   if (!libc) return null;
-  const gc = collector();
-  const trim = (collect: boolean) => {
-    if (collect) gc?.();
-    return libc.symbols.malloc_trim(0n).catch(() => 0);
+  let gc: Promise<(() => void) | null> | undefined;
+  const trim = async (collect: boolean) => {
+    if (collect) (await (gc ??= collector()))?.();
+    return await libc.symbols.malloc_trim(0n).catch(() => 0);
   };
   return Object.assign(trim, { close: () => libc.close() });
 }

@@ -262,6 +262,57 @@ Deno.test({
 });
 
 Deno.test({
+  name: "sandbox: glob patterns hide what they match and grant nothing (side by side)",
+  ignore: !available,
+  async fn() {
+    // Each server is a fresh process: its first glob policy loads the glob
+    // expansion (a plain server does not) before the request runs.
+    const glob = (pattern: string, access: string) => ({
+      path: { type: "glob_pattern", pattern },
+      access,
+    });
+    const entries = [
+      special("root", "read"),
+      glob("private/*", "none"),
+      glob("*.md", "deny"),
+      glob("sub/*", "write"),
+      glob("sub", "write"),
+    ];
+    await matrix(entries, ({ ws }) => [
+      {
+        name: "read a hidden match",
+        script: `cat ${ws}/private/p`,
+        expect: (r) => {
+          assertEquals([r.exitCode, r.sandboxDenied], [1, true]);
+          assertStringIncludes(r.stderr, "Permission denied");
+        },
+      },
+      {
+        name: "write a file a write glob matches",
+        script: `echo globbed > ${ws}/sub/file`,
+        expect: (r) => {
+          assertEquals([r.exitCode, r.sandboxDenied], [2, true]);
+          assertStringIncludes(r.stderr, EROFS);
+        },
+      },
+      {
+        name: "create in a directory a write glob matches",
+        script: `echo globbed > ${ws}/sub/new`,
+        expect: (r) => {
+          assertEquals([r.exitCode, r.sandboxDenied], [2, true]);
+          assertStringIncludes(r.stderr, EROFS);
+        },
+      },
+      {
+        name: "read what no glob hides",
+        script: `cat ${ws}/sub/file`,
+        expect: (r) => assertEquals([r.exitCode, r.stdout], [0, "inside\n"]),
+      },
+    ]);
+  },
+});
+
+Deno.test({
   name: "sandbox: placeholders never outlive the sandbox and never touch existing files",
   ignore: !available,
   async fn() {

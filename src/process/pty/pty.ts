@@ -8,7 +8,9 @@
  * `ptsname_r`, and `TIOCSWINSZ` for the size before the child starts).
  * Reading goes through `node:tty`'s `ReadStream`, which registers the fd
  * with Deno's reactor: no thread per terminal, pause/resume for
- * backpressure, and `EIO` once the last slave closes (end of output).
+ * backpressure, and `EIO` once the last slave closes (end of output). It is
+ * loaded by {@linkcode loadTerminalReader} before the first terminal (Node's
+ * modules would cost every server megabytes of memory it may never use).
  * Writing does not use that stream (in Deno 2.9.6 a write that meets a full
  * terminal input buffer never completes): it is a plain FFI `write()`, and
  * on `EAGAIN` a non-blocking FFI `poll(POLLOUT)` waits for room.
@@ -16,8 +18,15 @@
  * @module
  */
 
-import { ReadStream } from "node:tty";
+import type { ReadStream } from "node:tty";
 import { C, errno, type Libc, strerror } from "../../util/libc.ts";
+
+let TerminalReader: typeof ReadStream | undefined;
+
+/** Loads what reads a terminal; resolves at once once loaded. Await it before the first {@linkcode Pty}. */
+export async function loadTerminalReader(): Promise<void> {
+  TerminalReader ??= (await import("node:tty")).ReadStream;
+}
 
 /** Sets the window size of the terminal behind `fd`. */
 export function setWindowSize(libc: Libc, fd: number, rows: number, cols: number): void {
@@ -45,6 +54,7 @@ export class Pty {
   /** Allocates a master sized `rows` × `cols`. Throws when the OS refuses. */
   constructor(libc: Libc, rows: number, cols: number) {
     this.#libc = libc;
+    if (!TerminalReader) throw new Error("internal error: a terminal before loadTerminalReader()");
     const fd = libc.posix_openpt(C.O_RDWR | C.O_NOCTTY | C.O_CLOEXEC);
     if (fd < 0) throw new Error(`posix_openpt failed: ${strerror(libc, errno(libc))}`);
     this.#fd = fd;
@@ -72,7 +82,7 @@ export class Pty {
       throw new Error(`cannot open ${this.slavePath}: ${why}`);
     }
     // From here the stream owns the fd (it closes it at EIO or destroy()).
-    this.#stream = new ReadStream(fd);
+    this.#stream = new TerminalReader(fd);
     this.readable = this.#makeReadable();
     this.writable = new WritableStream<Uint8Array>({
       write: (chunk) => this.#writeAll(chunk),

@@ -26,6 +26,8 @@
 
 import { libcLoadError, loadLibc } from "../../util/libc.ts";
 import { Pty } from "./pty.ts";
+
+export { loadTerminalReader } from "./pty.ts";
 import {
   checkCwd,
   findInPath,

@@ -7,7 +7,7 @@
  * @module
  */
 
-import { isIPv4, isIPv6 } from "node:net";
+import { isIPv4, isIPv6 } from "../../util/host.ts";
 
 type X509 = typeof import("@peculiar/x509");
 let loading: Promise<X509> | null = null;

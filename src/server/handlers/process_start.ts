@@ -22,7 +22,7 @@ import {
 } from "../../process/spawn.ts";
 import type { DecodedProcessStart } from "../../protocol/process.ts";
 import { ErrorCode, internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
-import { ptyBackend } from "../../process/pty/spawn_pty.ts";
+import { loadTerminalReader, ptyBackend } from "../../process/pty/spawn_pty.ts";
 import { signalGroup } from "../../process/signals.ts";
 import type { CaptureLimits } from "../../process/shell_snapshot.ts";
 import { readsEverything } from "../../sandbox/policy.ts";
@@ -200,6 +200,8 @@ export async function startProcess(
   starter: ChildStarter,
 ): Promise<ProcessStartResult> {
   const { session, server } = ctx;
+  // The first terminal loads its reader (before the checks: they follow every wait).
+  if (p.tty) await loadTerminalReader();
   if (session.hasProcess(p.processId)) {
     throw invalidRequest(`process ${p.processId} already exists`);
   }
