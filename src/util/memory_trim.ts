@@ -77,7 +77,11 @@ export interface MemoryTrimmerOptions {
    * halves back after longer pauses.
    */
   readonly quietMs?: number;
-  /** Growth of the resident size over its smallest that is worth a trim. Default 32 MiB. */
+  /**
+   * Growth of the resident size over its smallest that is worth a trim.
+   * Default 8 MiB: a hundred connections' first requests leave about that
+   * much freed compiler memory in glibc's arenas (which a trim returns).
+   */
   readonly growthBytes?: number;
   /** How often the check runs while there is work, ms. Default 1000. */
   readonly checkMs?: number;
@@ -165,7 +169,7 @@ export class MemoryTrimmer {
   /** Creates a trimmer (libc is opened at the first trim). */
   constructor(options: MemoryTrimmerOptions = {}) {
     this.#quietMs = this.#baseQuietMs = options.quietMs ?? 500;
-    this.#growth = options.growthBytes ?? 32 * 1024 * 1024;
+    this.#growth = options.growthBytes ?? 8 * 1024 * 1024;
     this.#checkMs = options.checkMs ?? 1000;
     this.#memory = options.memory ?? memorySample;
     this.#now = options.now ?? (() => performance.now());
