@@ -16,6 +16,7 @@
  */
 
 import type { Logger } from "../log/logger.ts";
+import type { Connection } from "../jsonrpc/connection.ts";
 import { webSocketConnection } from "../jsonrpc/websocket_adapter.ts";
 import { acceptWebSocket, upgradeProblem, type WebSocketLimits } from "../websocket/handshake.ts";
 import { encodeResponse, HttpHeadError, readHead } from "../http1/head.ts";
@@ -97,6 +98,22 @@ export function listenWebSocket(
     limits: WebSocketLimits,
     logger: Logger,
   ): Promise<void> {
+    // The upgrade's request head and its helpers are garbage once it is
+    // done: only the connection lives as long as it is served.
+    const connection = await upgrade(conn, release, auth, limits, logger);
+    if (connection === null) return;
+    await server.serve(connection, "detach");
+    release();
+  }
+
+  /** Answers a request that is no upgrade (null), or upgrades it. */
+  async function upgrade(
+    conn: Deno.Conn,
+    release: () => void,
+    auth: WebSocketAuth,
+    limits: WebSocketLimits,
+    logger: Logger,
+  ): Promise<Connection | null> {
     const remote = conn.remoteAddr as Deno.NetAddr;
     const peerLabel = `${bracketHost(remote.hostname)}:${remote.port}`;
     const respond = async (status: number, headers: Record<string, string> = {}, body = "") => {
@@ -106,6 +123,7 @@ export function listenWebSocket(
       try {
         conn.close();
       } catch { /* closed */ }
+      return null;
     };
     let head;
     try {
@@ -132,13 +150,11 @@ export function listenWebSocket(
       return respond(401, { "content-type": "text/plain; charset=utf-8" }, denied);
     }
     const channel = await acceptWebSocket(conn, head, limits, true);
-    const connection = webSocketConnection(channel, {
+    return webSocketConnection(channel, {
       label: `ws ${peerLabel}`,
       parseErrorPrefix:
         `failed to parse websocket JSON-RPC message from exec-server websocket ${peerLabel}`,
     });
-    await server.serve(connection, "detach");
-    release();
   }
 
   const close = () => loop.close();

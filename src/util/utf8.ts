@@ -15,15 +15,20 @@
 /** Decodes complete UTF-8 texts; throws `TypeError` on invalid input. */
 export type StrictUtf8Decode = (bytes: Uint8Array) => string;
 
+let shared: StrictUtf8Decode | undefined;
+
 /**
- * A strict decoder. A leading byte-order mark is kept as U+FEFF, never
- * dropped: a JSON text that starts with one is not JSON, on every transport
- * (as for the reference, whose JSON parser sees the bytes as they came).
+ * The strict decoder (one for the process: decoding whole texts keeps no
+ * state between calls, so every connection shares it). A leading byte-order
+ * mark is kept as U+FEFF, never dropped: a JSON text that starts with one is
+ * not JSON, on every transport (as for the reference, whose JSON parser sees
+ * the bytes as they came).
  */
 export function strictUtf8Decoder(): StrictUtf8Decode {
+  if (shared) return shared;
   const lenient = new TextDecoder("utf-8", { ignoreBOM: true });
   const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-  return (bytes) => {
+  return shared = (bytes) => {
     const text = lenient.decode(bytes);
     return text.includes("\uFFFD") ? strict.decode(bytes) : text;
   };
