@@ -16,7 +16,7 @@
  * work may have been quiet for half a second. Once it has, and the resident
  * size is more than `growthBytes` above the smallest seen (at start or after
  * a trim), it trims — with a full collection first only when `ArrayBuffer`
- * memory is `growthBytes` above its smallest too (a thousand sessions
+ * memory is `collectBytes` above its smallest too (a thousand sessions
  * starting leave little of it, and the heap's own garbage is V8's to
  * reduce). Nothing is armed after a trim: the next work looks again. After a
  * trim that returned little the memory is live (a thousand sessions, output
@@ -83,6 +83,12 @@ export interface MemoryTrimmerOptions {
    * much freed compiler memory in glibc's arenas (which a trim returns).
    */
   readonly growthBytes?: number;
+  /**
+   * Growth of `ArrayBuffer` memory over its smallest that makes a trim run
+   * a full collection first. Default 32 MiB (a thousand idle sessions hold
+   * ~30 MiB of live buffers: collecting them finds nothing, at a cost).
+   */
+  readonly collectBytes?: number;
   /** How often the check runs while there is work, ms. Default 1000. */
   readonly checkMs?: number;
   /** The resident size and `ArrayBuffer` memory (tests); default `Deno.memoryUsage()`. */
@@ -162,6 +168,7 @@ export class MemoryTrimmer {
    */
   #prematurePause: number | undefined;
   readonly #growth: number;
+  readonly #collectGrowth: number;
   readonly #checkMs: number;
   readonly #memory: () => MemorySample;
   readonly #now: () => number;
@@ -170,6 +177,7 @@ export class MemoryTrimmer {
   constructor(options: MemoryTrimmerOptions = {}) {
     this.#quietMs = this.#baseQuietMs = options.quietMs ?? 500;
     this.#growth = options.growthBytes ?? 8 * 1024 * 1024;
+    this.#collectGrowth = options.collectBytes ?? 32 * 1024 * 1024;
     this.#checkMs = options.checkMs ?? 1000;
     this.#memory = options.memory ?? memorySample;
     this.#now = options.now ?? (() => performance.now());
@@ -249,7 +257,7 @@ export class MemoryTrimmer {
     // Buffers (output, file data, frames) are freed only by a collection of
     // their owners; without a burst of them, what glibc holds free goes back
     // without one (the heap's own garbage is V8's to reduce).
-    this.#trim(rss, external - this.#externalFloor >= this.#growth);
+    this.#trim(rss, external - this.#externalFloor >= this.#collectGrowth);
   }
 
   #trim(before: number, collect: boolean): void {

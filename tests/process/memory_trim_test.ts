@@ -13,7 +13,10 @@ const MiB = 1024 * 1024;
  * buffers; a collection frees `garbage` (buffers), any trim `free` (pages
  * glibc held free).
  */
-function fakeProcess(quietMs = 0) {
+function fakeProcess(
+  quietMs = 0,
+  thresholds: { growthBytes?: number } = { growthBytes: 32 * MiB },
+) {
   const state = {
     rss: 100 * MiB,
     external: 1 * MiB,
@@ -33,7 +36,7 @@ function fakeProcess(quietMs = 0) {
   const trimmer = new MemoryTrimmer({
     quietMs,
     checkMs: 5,
-    growthBytes: 32 * MiB,
+    ...thresholds,
     now: () => state.now,
     memory: () => {
       queueMicrotask(() => wake("check"));
@@ -112,6 +115,25 @@ Deno.test("memory trim: live memory (many sessions) is collected once, not on ev
   state.free = 150 * MiB;
   await work("trim");
   assertEquals([state.trims, state.collections, state.rss], [3, 0, 240 * MiB]);
+  await trimmer.close();
+});
+
+Deno.test("memory trim: by default 8 MiB of growth is trimmed, and only 32 MiB of new buffers is collected", async () => {
+  const { state, trimmer, work } = fakeProcess(0, {});
+  // A hundred connections' first requests: compiler memory glibc holds free,
+  // and the sessions' live buffers (collecting them would find nothing).
+  state.rss += 10 * MiB;
+  state.external += 20 * MiB;
+  state.free = 9 * MiB;
+  await work("trim");
+  assertEquals([state.trims, state.collections, state.rss], [1, 0, 101 * MiB]);
+  // A burst of output: 40 MiB more buffers, now garbage.
+  state.now += 1000;
+  state.rss += 40 * MiB;
+  state.external += 40 * MiB;
+  state.garbage = 40 * MiB;
+  await work("trim");
+  assertEquals([state.trims, state.collections, state.rss], [2, 1, 101 * MiB]);
   await trimmer.close();
 });
 
