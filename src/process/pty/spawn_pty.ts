@@ -26,8 +26,6 @@
 
 import { libcLoadError, loadLibc } from "../../util/libc.ts";
 import { Pty } from "./pty.ts";
-
-export { loadTerminalReader } from "./pty.ts";
 import {
   checkCwd,
   findInPath,
@@ -38,6 +36,8 @@ import {
   type SpawnRequest,
 } from "../spawn.ts";
 import { signalExitCode } from "../signals.ts";
+
+export { loadTerminalReader } from "./pty.ts";
 
 /** A terminal child and its master. */
 export interface PtyChild {
