@@ -58,7 +58,8 @@ export interface HeadReader {
  * Reads one message head from `reader`. Fails with 431 past `maxBytes`, with
  * 408 after `timeoutMs` (default 30 s: a client opening thousands of
  * connections at once may write some heads seconds late), and with 400 on a
- * malformed head or early EOF.
+ * malformed head or early EOF. Each chunk is copied at once: the head and
+ * its leftover never hold the reader's buffers (`headReader` shares slabs).
  */
 export async function readHead(
   reader: HeadReader,

@@ -20,7 +20,7 @@ import type { Connection } from "../jsonrpc/connection.ts";
 import { webSocketConnection } from "../jsonrpc/websocket_adapter.ts";
 import { acceptWebSocket, upgradeProblem, type WebSocketLimits } from "../websocket/handshake.ts";
 import { encodeResponse, HttpHeadError, readHead } from "../http1/head.ts";
-import { connReader } from "../http1/body.ts";
+import { headReader } from "../http1/body.ts";
 import { writeAll } from "../util/conn_io.ts";
 import type { ExecServer } from "./exec_server.ts";
 import { checkWebSocketAuth, type WebSocketAuth } from "./ws_auth.ts";
@@ -127,7 +127,7 @@ export function listenWebSocket(
     };
     let head;
     try {
-      head = await readHead(connReader(conn));
+      head = await readHead(headReader(conn));
     } catch (error) {
       if (error instanceof HttpHeadError) return respond(error.status, {}, error.message);
       return respond(400);
