@@ -73,7 +73,7 @@ let headSlabUsed = 0;
  * copies out of each chunk at once. Each read fills a fresh 4 KiB region of
  * a 256 KiB slab shared by every connection (a slab is freed once its 64
  * regions are garbage). A fresh 64 KiB buffer per connection cost 16 page
- * faults while the head touches one (a fifth of a burst of connections'
+ * faults while the head touches one (31% of a burst of connections'
  * set-up CPU), and left 64 KiB per connection in glibc's heap once freed;
  * a 4 KiB buffer of its own per connection fragmented that heap among the
  * sessions' long-lived allocations (stop 39: 120 against 66 KiB per idle
