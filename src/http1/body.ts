@@ -42,23 +42,11 @@ export interface ChunkReader extends HeadReader {
  * closes the whole connection — a half-closed peer could no longer be
  * written to — and which sets up two streams, their queues, controllers and
  * promises per connection: what a listener with thousands of connections
- * pays for each). Each chunk is a fresh buffer of `chunkBytes`; not smaller
- * for a request head: with 4 KiB, a thousand sessions running a process each
- * (`scale_bench idle_sessions`) held 120 KiB each instead of 66 once trimmed.
+ * pays for each). Each chunk is a fresh buffer of `chunkBytes` (for request
+ * heads, see {@linkcode headReader}).
  */
 export function connReader(conn: ByteReader, chunkBytes = 64 * 1024): ChunkReader {
-  return {
-    async read() {
-      const buffer = new Uint8Array(chunkBytes);
-      const n = await conn.read(buffer);
-      return n === null
-        ? { done: true, value: undefined }
-        : { done: false, value: buffer.subarray(0, n) };
-    },
-    cancel() {
-      return Promise.resolve();
-    },
-  };
+  return readerInto(conn, () => new Uint8Array(chunkBytes));
 }
 
 /** What one read of a request head takes: a page (heads are a few hundred bytes). */
@@ -67,6 +55,14 @@ const HEAD_READ_BYTES = 4 * 1024;
 const HEAD_SLAB_BYTES = 64 * HEAD_READ_BYTES;
 let headSlab: Uint8Array | null = null;
 let headSlabUsed = 0;
+
+function headRegion(): Uint8Array {
+  if (headSlab === null || headSlabUsed === HEAD_SLAB_BYTES) {
+    headSlab = new Uint8Array(HEAD_SLAB_BYTES);
+    headSlabUsed = 0;
+  }
+  return headSlab.subarray(headSlabUsed, headSlabUsed += HEAD_READ_BYTES);
+}
 
 /**
  * A {@linkcode ChunkReader} for a request head that {@linkcode readHead}
@@ -80,17 +76,18 @@ let headSlabUsed = 0;
  * session once trimmed). A slab is one allocation, whole pages either way.
  */
 export function headReader(conn: ByteReader): ChunkReader {
+  return readerInto(conn, headRegion);
+}
+
+/** Reads into what `buffer` gives for each read. */
+function readerInto(conn: ByteReader, buffer: () => Uint8Array): ChunkReader {
   return {
     async read() {
-      if (headSlab === null || headSlabUsed === HEAD_SLAB_BYTES) {
-        headSlab = new Uint8Array(HEAD_SLAB_BYTES);
-        headSlabUsed = 0;
-      }
-      const region = headSlab.subarray(headSlabUsed, headSlabUsed += HEAD_READ_BYTES);
-      const n = await conn.read(region);
+      const into = buffer();
+      const n = await conn.read(into);
       return n === null
         ? { done: true, value: undefined }
-        : { done: false, value: region.subarray(0, n) };
+        : { done: false, value: into.subarray(0, n) };
     },
     cancel() {
       return Promise.resolve();
