@@ -103,19 +103,42 @@ export function quickMetadataAllowed(now = performance.now()): boolean {
   return allLocal;
 }
 
-function quick<T>(sync: () => T, async: () => Promise<T>): Promise<T> {
-  if (!quickMetadataAllowed()) return async();
+/**
+ * `sync(path)` when metadata calls may run on the main thread now (one that
+ * takes too long turns that off for good); `undefined` when they may not.
+ * Throws what the call throws. (A path and a shared function, not a
+ * closure: the request path calls this for every `fs/getMetadata`.)
+ */
+function syncNow<T>(sync: (path: string) => T, path: string): T | undefined {
+  if (!quickMetadataAllowed()) return undefined;
   const started = performance.now();
   try {
-    return Promise.resolve(sync());
-  } catch (error) {
-    return Promise.reject(error);
+    return sync(path);
   } finally {
     if (performance.now() - started > SLOW_MS) disabled = true;
   }
 }
 
+function quick<T>(
+  sync: (path: string) => T,
+  async: (path: string) => Promise<T>,
+  path: string,
+): Promise<T> {
+  let value: T | undefined;
+  try {
+    value = syncNow(sync, path);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return value === undefined ? async(path) : Promise.resolve(value);
+}
+
 const lstatSync = (path: string) => Deno.lstatSync(path);
+const lstat = (path: string) => Deno.lstat(path);
+const statSync = (path: string) => Deno.statSync(path);
+const stat = (path: string) => Deno.stat(path);
+const realPathSync = (path: string) => Deno.realPathSync(path);
+const realPath = (path: string) => Deno.realPath(path);
 
 /**
  * `Deno.lstatSync(path)` when metadata calls may run on the main thread
@@ -123,26 +146,20 @@ const lstatSync = (path: string) => Deno.lstatSync(path);
  * what the call throws.
  */
 export function lstatNow(path: string): Deno.FileInfo | undefined {
-  if (!quickMetadataAllowed()) return undefined;
-  const started = performance.now();
-  try {
-    return lstatSync(path);
-  } finally {
-    if (performance.now() - started > SLOW_MS) disabled = true;
-  }
+  return syncNow(lstatSync, path);
 }
 
 /** `Deno.lstat`, on the main thread where safe (see the module documentation). */
 export function quickLstat(path: string): Promise<Deno.FileInfo> {
-  return quick(() => Deno.lstatSync(path), () => Deno.lstat(path));
+  return quick(lstatSync, lstat, path);
 }
 
 /** `Deno.stat`, on the main thread where safe. */
 export function quickStat(path: string): Promise<Deno.FileInfo> {
-  return quick(() => Deno.statSync(path), () => Deno.stat(path));
+  return quick(statSync, stat, path);
 }
 
 /** `Deno.realPath`, on the main thread where safe. */
 export function quickRealPath(path: string): Promise<string> {
-  return quick(() => Deno.realPathSync(path), () => Deno.realPath(path));
+  return quick(realPathSync, realPath, path);
 }

@@ -118,7 +118,7 @@ class JsonLogger implements Logger {
   }
 
   #log(level: LogLevel, event: string, extra: LogFields | undefined): void {
-    if (LOG_LEVELS.indexOf(level) > this.#threshold) return;
+    if (!this.enabled(level)) return;
     const record: Record<string, unknown> = {
       ts: new Date().toISOString(),
       level,

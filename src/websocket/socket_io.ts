@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { ByteWriter } from "../util/conn_io.ts";
+import { type ByteWriter, writeAll } from "../util/conn_io.ts";
 
 /** The duplex byte stream a channel runs over (e.g. a `Deno.Conn`). */
 export interface ByteDuplex {
@@ -175,13 +175,10 @@ export class SocketIo {
   readonly #wrote = (n: number): Promise<void> | undefined => {
     const bytes = this.#writing!;
     this.#writing = null;
-    if (n >= bytes.length) {
-      this.#writesInFlight--;
-      return undefined;
-    }
+    this.#writesInFlight--;
+    if (n >= bytes.length) return undefined;
     // Taken in part: the rest goes next (writes after this one wait for
     // the promise this becomes part of).
-    this.#writesInFlight--;
     return this.#writeAfter(this.#direct!, bytes.subarray(n), null);
   };
 
@@ -206,8 +203,7 @@ export class SocketIo {
         } catch { /* reported by that write; the channel is closed now */ }
       }
       if (this.#closed) throw new Error("WebSocket is closed");
-      let offset = 0;
-      while (offset < bytes.length) offset += await direct.write(bytes.subarray(offset));
+      await writeAll(direct, bytes);
     } catch (error) {
       // A failed write ends the channel; later writes then fail at once.
       this.#onWriteFailed();
