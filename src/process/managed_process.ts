@@ -116,6 +116,25 @@ export interface DenialObserver {
 const FIRST_READ = 4 * 1024;
 const CHUNK = 64 * 1024;
 
+/**
+ * Read buffers of streams that ended, for the next processes' reads: a fresh
+ * buffer is zero-filled memory the first read faults in, and garbage the
+ * collector frees only when it next runs — a thousand short processes left
+ * 68 KiB each behind. Bounded: a burst's worth is kept, not an idle server's
+ * worth of history.
+ */
+const spareReadBuffers = new Map<number, ArrayBuffer[]>([[FIRST_READ, []], [CHUNK, []]]);
+const MAX_SPARE_READ_BYTES = 1024 * 1024;
+
+function takeReadBuffer(size: number): ArrayBuffer {
+  return spareReadBuffers.get(size)!.pop() ?? new ArrayBuffer(size);
+}
+
+function giveReadBuffer(buffer: ArrayBuffer | undefined): void {
+  const spare = buffer && spareReadBuffers.get(buffer.byteLength);
+  if (spare && (spare.length + 1) * buffer!.byteLength <= MAX_SPARE_READ_BYTES) spare.push(buffer!);
+}
+
 /** See the module documentation. */
 export class ManagedProcess {
   /** Client-chosen id. */
@@ -301,7 +320,7 @@ export class ManagedProcess {
       this.#readers.push(reader);
     }
     let size = FIRST_READ;
-    let buffer = new ArrayBuffer(size);
+    let buffer = byob !== null ? takeReadBuffer(size) : undefined;
     try {
       for (;;) {
         // A disposed process stops waiting (releaseRoom wakes it once; the
@@ -319,13 +338,16 @@ export class ManagedProcess {
         if (this.#disposed) break;
         let chunk: Uint8Array;
         if (byob !== null) {
-          const { value, done } = await byob.read(new Uint8Array(buffer));
+          const { value, done } = await byob.read(new Uint8Array(buffer!));
+          // The read took the buffer; the result's view hands it back.
+          buffer = value?.buffer as ArrayBuffer | undefined;
           if (done || value === undefined) break;
           chunk = value;
           // The log copies what it keeps: the same buffer takes the next read.
-          buffer = value.byteLength === size && size < CHUNK
-            ? new ArrayBuffer(size = CHUNK)
-            : value.buffer as ArrayBuffer;
+          if (value.byteLength === size && size < CHUNK) {
+            giveReadBuffer(buffer);
+            buffer = takeReadBuffer(size = CHUNK);
+          }
         } else {
           const { value, done } = await reader!.read();
           if (done) break;
@@ -342,6 +364,8 @@ export class ManagedProcess {
         this.#logger.warn("process.read_failed", { processId: this.id, stream: name, error });
       }
     } finally {
+      // Only a buffer back from a finished read: a pending one is still the read's.
+      giveReadBuffer(buffer);
       try {
         (byob ?? reader)!.releaseLock();
       } catch { /* a read is still pending after cancel */ }

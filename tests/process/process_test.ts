@@ -418,3 +418,42 @@ Deno.test("PATH lookup: names remembered as absent are found once their director
     await Deno.remove(root, { recursive: true });
   }
 });
+
+Deno.test("process: read buffers handed from process to process keep each one's bytes", async () => {
+  await using s = inProcessStdio();
+  const c = s.client;
+  await c.initialize();
+  // Streams that fill their first read move to 64 KiB buffers; both sizes
+  // go back for reuse when the stream ends, full of these bytes.
+  const big = [
+    "sh",
+    "-c",
+    "head -c 200000 /dev/zero | tr '\\0' x; head -c 9000 /dev/zero | tr '\\0' y >&2",
+  ];
+  for (const id of ["big1", "big2", "big3"]) await startProcess(c, id, big);
+  for (const id of ["big1", "big2", "big3"]) {
+    const run = await collectProcess(c, id);
+    assertEquals([run.stdout.length, run.stderr.length], [200000, 9000]);
+  }
+  // Shorter output, different letters, at once: a stale byte of another
+  // process (or of the same buffer's earlier use) shows.
+  const letters = "abcdefghijklmnopqrstuvwxyz";
+  const small = Array.from(letters, (ch, i) => ({
+    id: `s${i}`,
+    ch,
+    out: 1 + i * 2600, // 1 B .. 65 001 B: both buffer sizes, some a read more
+    err: 1 + i * 379,
+  }));
+  await Promise.all(small.map(({ id, ch, out, err }) =>
+    startProcess(c, id, [
+      "sh",
+      "-c",
+      `head -c ${out} /dev/zero | tr '\\0' ${ch}; head -c ${err} /dev/zero | tr '\\0' ${ch.toUpperCase()} >&2`,
+    ])
+  ));
+  for (const { id, ch, out, err } of small) {
+    const run = await collectProcess(c, id);
+    assertEquals(text(run.stdout), ch.repeat(out), id);
+    assertEquals(text(run.stderr), ch.toUpperCase().repeat(err), id);
+  }
+});
