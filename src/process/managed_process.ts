@@ -131,8 +131,10 @@ function takeReadBuffer(size: number): ArrayBuffer {
 }
 
 function giveReadBuffer(buffer: ArrayBuffer | undefined): void {
-  const spare = buffer && spareReadBuffers.get(buffer.byteLength);
-  if (spare && (spare.length + 1) * buffer!.byteLength <= MAX_SPARE_READ_BYTES) spare.push(buffer!);
+  if (buffer === undefined) return;
+  // A buffer a failed or pending read took is detached: zero bytes, no list.
+  const spare = spareReadBuffers.get(buffer.byteLength);
+  if (spare && (spare.length + 1) * buffer.byteLength <= MAX_SPARE_READ_BYTES) spare.push(buffer);
 }
 
 /** See the module documentation. */
@@ -364,7 +366,6 @@ export class ManagedProcess {
         this.#logger.warn("process.read_failed", { processId: this.id, stream: name, error });
       }
     } finally {
-      // Only a buffer back from a finished read: a pending one is still the read's.
       giveReadBuffer(buffer);
       try {
         (byob ?? reader)!.releaseLock();
