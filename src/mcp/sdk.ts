@@ -57,6 +57,8 @@ export interface McpClientSdk {
   readonly http: typeof import("@modelcontextprotocol/sdk/client/streamableHttp");
   /** Request and notification schemas. */
   readonly types: typeof import("@modelcontextprotocol/sdk/types");
+  /** The OAuth client (discovery, registration, authorization, tokens). */
+  readonly auth: typeof import("@modelcontextprotocol/sdk/client/auth");
 }
 
 let loadingClient: Promise<McpClientSdk> | null = null;
@@ -64,15 +66,17 @@ let loadingClient: Promise<McpClientSdk> | null = null;
 /** Loads the SDK's client side once. */
 export function loadMcpClientSdk(): Promise<McpClientSdk> {
   loadingClient ??= (async () => {
-    const [client, http, types] = await Promise.all([
+    const [client, http, types, auth] = await Promise.all([
       import("@modelcontextprotocol/sdk/client/index.js"),
       import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
       import("@modelcontextprotocol/sdk/types.js"),
+      import("@modelcontextprotocol/sdk/client/auth.js"),
     ]);
     return {
       client: client as McpClientSdk["client"],
       http: http as McpClientSdk["http"],
       types: types as McpClientSdk["types"],
+      auth: auth as McpClientSdk["auth"],
     };
   })();
   return loadingClient;

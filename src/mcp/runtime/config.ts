@@ -8,8 +8,10 @@
  *
  * Stricter than the reference: a key Codex does not know is an error naming
  * the table and the key (Codex ignores it, so a typo such as `enabled_tool`
- * silently exposes every tool), and server names are checked when the
- * configuration is read, not when the server starts.
+ * silently exposes every tool). One server's problem never disables the
+ * others: {@linkcode parseMcpServers} keeps a server whose table is wrong
+ * (a bad name, an unknown key, a wrong type) with its `problem`, and the
+ * runtime fails only that server, before anything of it runs.
  *
  * @module
  */
@@ -54,6 +56,26 @@ export type McpTransportConfig =
     readonly envHttpHeaders: Readonly<Record<string, string>> | null;
   };
 
+/** A server's OAuth settings: Codex's `scopes`, `oauth_resource` and `[mcp_servers.NAME.oauth]`. */
+export interface McpServerOAuthConfig {
+  /** `scopes`: requested instead of what the server advertises. */
+  readonly scopes: readonly string[] | null;
+  /** `oauth_resource`: the resource indicator (RFC 8707) to send instead of the server URL. */
+  readonly resource: string | null;
+  /** `oauth.client_id`: a pre-registered client (no registration). */
+  readonly clientId: string | null;
+  /** `oauth.client_secret`: its secret (confidential clients). */
+  readonly clientSecret: string | null;
+  /** `oauth.callback_port`: the login's callback port (wins over `mcp_oauth_callback_port`). */
+  readonly callbackPort: number | null;
+  /**
+   * `oauth.client_metadata_url` (this runtime's key; Codex ignores it): an
+   * HTTPS URL serving this client's metadata document, used as the client ID
+   * where the authorization server supports client ID metadata documents.
+   */
+  readonly clientMetadataUrl: string | null;
+}
+
 /** One configured MCP server. */
 export interface McpServerConfig {
   /** The table name (`^[a-zA-Z0-9_-]+$`). */
@@ -76,8 +98,17 @@ export interface McpServerConfig {
   readonly enabledTools: readonly string[] | null;
   /** Never these raw tool names. */
   readonly disabledTools: readonly string[] | null;
-  /** Keys this runtime keeps but does not act on (approval modes, OAuth…). */
+  /** OAuth settings (HTTP servers). */
+  readonly oauth: McpServerOAuthConfig;
+  /** Keys this runtime keeps but does not act on (approval modes, …). */
   readonly extra: Readonly<Record<string, unknown>>;
+  /**
+   * Why this server's table is not valid: set by {@linkcode parseMcpServers}
+   * instead of failing the whole configuration. The runtime fails the server
+   * with this error before anything of it runs; the other fields are then
+   * only what could be read (for listing).
+   */
+  readonly problem?: McpConfigError;
 }
 
 /** A configuration that does not have Codex's shape. */
@@ -92,6 +123,11 @@ export class McpConfigError extends Error {
     this.name = "McpConfigError";
     this.path = path;
     this.detail = detail;
+  }
+
+  /** The error on one line (`DETAIL in \`PATH\``), as status tables show it. */
+  get line(): string {
+    return `${this.detail} in \`${this.path}\``;
   }
 }
 
@@ -116,24 +152,24 @@ const SHARED_KEYS = [
   "disabled_tools",
   "name",
 ] as const;
-/** Codex keys kept as they are (approvals, OAuth, …). */
+/** Codex keys kept as they are (approvals, …). */
 const PASSTHROUGH_KEYS = [
   "default_tools_approval_mode",
   "tools",
-  "scopes",
-  "oauth",
-  "oauth_resource",
-  "auth",
   "startup_readiness",
   "tool_input_schema_max_bytes",
 ] as const;
+const OAUTH_KEYS = ["scopes", "oauth", "oauth_resource", "auth"] as const;
 const KNOWN_KEYS: readonly string[] = [
   ...STDIO_KEYS,
   ...HTTP_KEYS,
   "bearer_token",
   ...SHARED_KEYS,
+  ...OAUTH_KEYS,
   ...PASSTHROUGH_KEYS,
 ];
+/** `auth` variants Codex knows; this runtime runs the first. */
+const AUTH_VARIANTS = ["oauth", "chatgpt", "ema_auth"] as const;
 /** Keys of one transport that the other rejects, in Codex's order. */
 const NOT_FOR_STDIO = [
   "url",
@@ -210,6 +246,84 @@ function millis(value: TomlValue, path: string): number {
   }
   return Number(value);
 }
+
+function u16(value: TomlValue, path: string): number {
+  if (typeof value !== "bigint") throw invalidType(value, "u16", path);
+  if (value < 0n || value > 65535n) {
+    throw new McpConfigError(`invalid value: integer \`${value}\`, expected u16`, path);
+  }
+  return Number(value);
+}
+
+/** `[mcp_servers.NAME.oauth]` and its siblings, with Codex's checks and wording. */
+function oauthConfig(
+  get: (key: string) => TomlValue | undefined,
+  at: (key: string) => string,
+  table: string,
+): McpServerOAuthConfig {
+  const raw = get("oauth");
+  let clientId: string | null = null;
+  let clientSecret: string | null = null;
+  let callbackPort: number | null = null;
+  let clientMetadataUrl: string | null = null;
+  if (raw !== undefined) {
+    if (!isTable(raw)) throw invalidType(raw, "struct McpServerOAuthConfig", at("oauth"));
+    const field = <T>(key: string, read: (v: TomlValue, path: string) => T): T | null =>
+      Object.hasOwn(raw, key) ? read(raw[key]!, `${at("oauth")}.${key}`) : null;
+    clientId = field("client_id", str);
+    clientSecret = field("client_secret", str);
+    callbackPort = field("callback_port", u16);
+    clientMetadataUrl = field("client_metadata_url", str);
+    field("callback_url", str);
+    if (field("token_endpoint_auth_method", str) !== null) {
+      throw new McpConfigError('oauth.token_endpoint_auth_method requires auth = "ema_auth"', table);
+    }
+    if (field("authorization_server_issuer", str) !== null) {
+      throw new McpConfigError('oauth.authorization_server_issuer requires auth = "ema_auth"', table);
+    }
+    if (clientSecret !== null && clientId === null) {
+      throw new McpConfigError("oauth.client_secret requires oauth.client_id", table);
+    }
+    if (clientSecret === "") {
+      throw new McpConfigError("oauth.client_secret must not be empty", table);
+    }
+  }
+  const auth = get("auth");
+  if (auth !== undefined) {
+    const variant = str(auth, at("auth"));
+    if (!(AUTH_VARIANTS as readonly string[]).includes(variant)) {
+      throw new McpConfigError(
+        `unknown variant \`${variant}\`, expected one of ${
+          AUTH_VARIANTS.map((v) => `\`${v}\``).join(", ")
+        }`,
+        at("auth"),
+      );
+    }
+    if (variant !== "oauth") {
+      throw new McpConfigError(`auth = "${variant}" is not supported by this runtime`, at("auth"));
+    }
+  }
+  const scopes = get("scopes");
+  const resource = get("oauth_resource");
+  return {
+    scopes: scopes === undefined ? null : strings(scopes, at("scopes")),
+    resource: resource === undefined ? null : str(resource, at("oauth_resource")),
+    clientId,
+    clientSecret,
+    callbackPort,
+    clientMetadataUrl,
+  };
+}
+
+/** No OAuth settings. */
+const NO_OAUTH: McpServerOAuthConfig = {
+  scopes: null,
+  resource: null,
+  clientId: null,
+  clientSecret: null,
+  callbackPort: null,
+  clientMetadataUrl: null,
+};
 
 function envVars(value: TomlValue, path: string, table: string): Array<string | McpEnvVar> {
   if (!Array.isArray(value)) throw invalidType(value, "a sequence", path);
@@ -313,19 +427,110 @@ export function parseMcpServerConfig(name: string, value: TomlValue): McpServerC
     toolTimeoutMs: opt("tool_timeout_sec", seconds),
     enabledTools: opt("enabled_tools", strings),
     disabledTools: opt("disabled_tools", strings),
+    oauth: transport.type === "streamable_http" ? oauthConfig(get, at, table) : NO_OAUTH,
     extra,
   };
 }
 
 /**
+ * What can be read of a table that does not parse: enough to list it (its
+ * command or URL) beside its problem. It never starts.
+ */
+function invalidServer(name: string, value: TomlValue, problem: McpConfigError): McpServerConfig {
+  const table = isTable(value) ? value : {};
+  const text = (key: string) =>
+    Object.hasOwn(table, key) && typeof table[key] === "string" ? table[key] as string : null;
+  const url = text("url");
+  const transport: McpTransportConfig = url !== null && text("command") === null
+    ? {
+      type: "streamable_http",
+      url,
+      bearerTokenEnvVar: null,
+      httpHeaders: null,
+      envHttpHeaders: null,
+    }
+    : { type: "stdio", command: text("command") ?? "", args: [], env: null, envVars: [], cwd: null };
+  return {
+    name,
+    transport,
+    environmentId: text("environment_id") ?? LOCAL_ENVIRONMENT_ID,
+    enabled: !(Object.hasOwn(table, "enabled") && table.enabled === false),
+    required: Object.hasOwn(table, "required") && table.required === true,
+    supportsParallelToolCalls: false,
+    startupTimeoutMs: null,
+    toolTimeoutMs: null,
+    enabledTools: null,
+    disabledTools: null,
+    oauth: NO_OAUTH,
+    extra: {},
+    problem,
+  };
+}
+
+/**
  * Every server of a merged configuration's `mcp_servers` table, in table
- * order. Throws on the first server that does not parse.
+ * order. A server whose table does not parse is kept with its `problem`
+ * (the runtime fails it alone); only an `mcp_servers` that is not a table
+ * throws.
  */
 export function parseMcpServers(config: TomlTable): McpServerConfig[] {
   if (!Object.hasOwn(config, "mcp_servers")) return [];
   const servers = config.mcp_servers!;
   if (!isTable(servers)) throw invalidType(servers, "a map", "mcp_servers");
-  return Object.entries(servers).map(([name, table]) => parseMcpServerConfig(name, table));
+  return Object.entries(servers).map(([name, table]) => {
+    try {
+      return parseMcpServerConfig(name, table);
+    } catch (error) {
+      if (!(error instanceof McpConfigError)) throw error;
+      return invalidServer(name, table, error);
+    }
+  });
+}
+
+/** Where OAuth credentials are kept (`mcp_oauth_credentials_store`). */
+export type McpCredentialsStoreMode = "auto" | "file" | "keyring";
+
+/** The configuration's OAuth settings for every server (top-level keys). */
+export interface McpOAuthSettings {
+  /** `mcp_oauth_credentials_store` (default `auto`). */
+  readonly credentialsStore: McpCredentialsStoreMode;
+  /** `mcp_oauth_callback_port`: the login callback's port (default: any free port). */
+  readonly callbackPort: number | null;
+  /** `mcp_oauth_callback_url`: the redirect URI's base, when the browser reaches it elsewhere. */
+  readonly callbackUrl: string | null;
+  /** Why these keys are not valid: every OAuth use fails with it. */
+  readonly problem?: McpConfigError;
+}
+
+const STORE_MODES: readonly McpCredentialsStoreMode[] = ["auto", "file", "keyring"];
+
+/** The top-level `mcp_oauth_*` keys of a merged configuration. */
+export function parseMcpOAuthSettings(config: TomlTable): McpOAuthSettings {
+  const get = (key: string) => Object.hasOwn(config, key) ? config[key] : undefined;
+  try {
+    const mode = get("mcp_oauth_credentials_store");
+    let credentialsStore: McpCredentialsStoreMode = "auto";
+    if (mode !== undefined) {
+      const value = str(mode, "mcp_oauth_credentials_store");
+      if (!(STORE_MODES as readonly string[]).includes(value)) {
+        throw new McpConfigError(
+          `unknown variant \`${value}\`, expected one of \`auto\`, \`file\`, \`keyring\``,
+          "mcp_oauth_credentials_store",
+        );
+      }
+      credentialsStore = value as McpCredentialsStoreMode;
+    }
+    const port = get("mcp_oauth_callback_port");
+    const url = get("mcp_oauth_callback_url");
+    return {
+      credentialsStore,
+      callbackPort: port === undefined ? null : u16(port, "mcp_oauth_callback_port"),
+      callbackUrl: url === undefined ? null : str(url, "mcp_oauth_callback_url"),
+    };
+  } catch (error) {
+    if (!(error instanceof McpConfigError)) throw error;
+    return { credentialsStore: "auto", callbackPort: null, callbackUrl: null, problem: error };
+  }
 }
 
 /** The tool filter: `enabled_tools` (when set) and not `disabled_tools`. */

@@ -12,6 +12,7 @@
 
 import type { ExecServerClient } from "../../client/client.ts";
 import type { Logger } from "../../log/logger.ts";
+import type { McpOAuthSession } from "../oauth/session.ts";
 import { loadMcpClientSdk, type Transport } from "../sdk.ts";
 import type { McpServerConfig } from "./config.ts";
 
@@ -69,6 +70,20 @@ export interface HttpMcpTransportOptions {
   readonly hostEnv: Readonly<Record<string, string>>;
   /** Diagnostics. */
   readonly logger: Logger;
+  /** OAuth for this server (its provider drives the transport's authorization). */
+  readonly oauth?: McpOAuthSession | null;
+}
+
+/**
+ * Whether the configured headers authenticate already (a bearer token or
+ * an `Authorization` header): then OAuth does not apply, as in Codex.
+ */
+export function hasConfiguredAuthorization(
+  config: McpServerConfig,
+  hostEnv: Readonly<Record<string, string>>,
+  logger: Logger,
+): boolean {
+  return httpHeaders(config, hostEnv, logger).has("authorization");
 }
 
 /** A Streamable HTTP client transport for `config`. */
@@ -89,10 +104,14 @@ export async function httpMcpTransport(
   }
   const { http } = await loadMcpClientSdk();
   const environment = options.environment;
+  const base: typeof fetch | undefined = environment
+    ? (input: string | URL | Request, init?: RequestInit) => environment.fetch(input, init)
+    : undefined;
+  const oauth = options.oauth ?? null;
+  const fetchFn = oauth ? oauth.wrapFetch(base ?? fetch) : base;
   return new http.StreamableHTTPClientTransport(url, {
     requestInit: { headers },
-    ...(environment
-      ? { fetch: (input: string | URL, init?: RequestInit) => environment.fetch(input, init) }
-      : {}),
+    ...(fetchFn ? { fetch: fetchFn } : {}),
+    ...(oauth ? { authProvider: oauth.provider } : {}),
   }) as Transport;
 }

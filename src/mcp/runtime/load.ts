@@ -8,7 +8,12 @@
 
 import { defaultConfigLocations } from "../../codex_config/layers.ts";
 import { loadEffectiveConfig } from "../../codex_config/effective.ts";
-import { type McpServerConfig, parseMcpServers } from "./config.ts";
+import {
+  type McpOAuthSettings,
+  parseMcpOAuthSettings,
+  type McpServerConfig,
+  parseMcpServers,
+} from "./config.ts";
 
 /** Options of {@linkcode loadMcpServerConfigs}. */
 export interface LoadMcpServersOptions {
@@ -22,10 +27,25 @@ export interface LoadMcpServersOptions {
   readonly systemDir?: string;
 }
 
+/** What the MCP runtime reads of a configuration. */
+export interface McpRuntimeConfig {
+  /** Every `[mcp_servers.NAME]`, in order (a server that does not parse has its `problem`). */
+  readonly servers: McpServerConfig[];
+  /** The `mcp_oauth_*` settings. */
+  readonly oauth: McpOAuthSettings;
+}
+
 /** Every `[mcp_servers.NAME]` of the effective configuration. */
 export async function loadMcpServerConfigs(
   options: LoadMcpServersOptions = {},
 ): Promise<McpServerConfig[]> {
+  return (await loadMcpRuntimeConfig(options)).servers;
+}
+
+/** The servers and the OAuth settings of the effective configuration. */
+export async function loadMcpRuntimeConfig(
+  options: LoadMcpServersOptions = {},
+): Promise<McpRuntimeConfig> {
   const defaults = defaultConfigLocations();
   const config = await loadEffectiveConfig({
     ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
@@ -36,5 +56,5 @@ export async function loadMcpServerConfigs(
       ...(options.systemDir !== undefined ? { systemDir: options.systemDir } : {}),
     },
   });
-  return parseMcpServers(config);
+  return { servers: parseMcpServers(config), oauth: parseMcpOAuthSettings(config) };
 }

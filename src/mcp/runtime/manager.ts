@@ -23,6 +23,10 @@
 
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import { VERSION } from "../../version.ts";
+import { defaultConfigLocations } from "../../codex_config/layers.ts";
+import { loginCommand } from "../oauth/provider.ts";
+import { credentialStoreFor, type McpAuthState, type McpOAuthOptions } from "../oauth/session.ts";
+import type { McpCredentialStore } from "../oauth/store.ts";
 import {
   DEFAULT_STARTUP_TIMEOUT_MS,
   DEFAULT_TOOL_TIMEOUT_MS,
@@ -35,6 +39,7 @@ import {
   type JsonObject,
   type McpClientInfo,
   type McpHarnessCallbacks,
+  SANDBOX_STATE_META,
   ServerConnection,
   StartupTimeout,
 } from "./server_connection.ts";
@@ -60,10 +65,18 @@ export interface McpServerStatus {
   readonly serverInfo: JsonObject | null;
   /** Tools offered (after filtering). */
   readonly toolCount: number;
-  /** The tools offered come from the cache. */
+  /** The tools offered come from the cache (the server is starting, or failed to start). */
   readonly fromCache: boolean;
   /** A failed start fails the runtime. */
   readonly required: boolean;
+  /** How it authenticates: `bearer`, `oauth`, `oauth (expired, login needed)` or `none`. */
+  readonly auth: McpAuthState;
+  /** The server takes Codex's sandbox state on tool calls (`codex/sandbox-state-meta`). */
+  readonly sandboxStateMeta: boolean;
+  /** Time to `initialize` it (with any login), ms, once ready. */
+  readonly startupMs?: number;
+  /** Time its first `tools/list` took, ms, once ready. */
+  readonly firstListMs?: number;
 }
 
 /** A status change. */
@@ -116,6 +129,17 @@ export interface McpManagerOptions extends McpRuntimeContext, McpHarnessCallback
   readonly clientInfo?: McpClientInfo;
   /** The one server name whose connector `_meta` is trusted. Default `codex_apps`. */
   readonly trustedServerName?: string;
+  /**
+   * OAuth: where tokens are (default: the store of `codexHome`, else of
+   * `$CODEX_HOME`), the configuration's settings, and whether a person can
+   * be sent to log in.
+   */
+  readonly oauth?: McpOAuthOptions;
+  /**
+   * Codex's sandbox state, added under `_meta["codex/sandbox-state-meta"]`
+   * to the tool calls of servers that advertise that capability.
+   */
+  readonly sandboxState?: () => JsonObject | undefined;
   /** Status changes, in order per server. */
   readonly onStatus?: (event: McpStatusEvent) => void;
   /** The tools on offer changed (a server became ready, failed, or re-listed). */
@@ -128,6 +152,7 @@ interface Entry {
   readonly config: McpServerConfig;
   state: McpServerState;
   error?: string;
+  auth: McpAuthState;
   connection: ServerConnection | null;
   cached:
     | { tools: JsonObject[]; serverInfo: JsonObject | null; instructions: string | null }
@@ -145,14 +170,14 @@ function startupError(config: McpServerConfig, error: unknown): string {
     const secs = Math.floor((config.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS) / 1000);
     return `MCP client for \`${config.name}\` timed out after ${secs} seconds. Add or adjust \`startup_timeout_sec\` in your config.toml:\n[mcp_servers.${config.name}]\nstartup_timeout_sec = XX`;
   }
-  return `MCP client for \`${config.name}\` failed to start: ${describeError(error)}`;
+  return `MCP client for \`${config.name}\` failed to start: ${describeError(config, error)}`;
 }
 
 /**
  * An error's text; an HTTP status the SDK keeps in `code` is spelled out
- * (`HTTP 403: …`; 401 as Codex's `Auth required`).
+ * (`HTTP 403: …`; 401 as Codex's `Auth required`, with how to log in).
  */
-function describeError(error: unknown): string {
+function describeError(config: McpServerConfig, error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const code = (error as { code?: unknown }).code;
   const prefix = "Streamable HTTP error: ";
@@ -160,9 +185,24 @@ function describeError(error: unknown): string {
   if (
     error.message.startsWith(prefix) && typeof code === "number" && code >= 100 && code < 600
   ) {
-    return code === 401 ? `Auth required (HTTP 401): ${message}` : `HTTP ${code}: ${message}`;
+    return code === 401
+      ? `Auth required (HTTP 401): ${message}; run \`${loginCommand(config.name)}\` to log in`
+      : `HTTP ${code}: ${message}`;
   }
   return error.message;
+}
+
+/** The manager's credential store: given, or the Codex home's; an Error says why none can be used. */
+function resolveStore(options: McpManagerOptions): McpCredentialStore | Error | null {
+  if (options.oauth?.store !== undefined) return options.oauth.store;
+  try {
+    return credentialStoreFor(
+      options.codexHome ?? defaultConfigLocations().codexHome,
+      options.oauth?.settings,
+    );
+  } catch (error) {
+    return error as Error;
+  }
 }
 
 function isObject(value: unknown): value is JsonObject {
@@ -175,6 +215,8 @@ export class McpConnectionManager implements AsyncDisposable {
   readonly #options: McpManagerOptions;
   readonly #pool: EnvironmentPool;
   readonly #cache: ToolCache | null;
+  /** The credential store, or why there is none (a settings problem fails OAuth servers). */
+  readonly #oauthStore: McpCredentialStore | Error | null;
   readonly #logger: Logger;
   readonly #cancel = new AbortController();
   readonly #complete: Promise<McpStartupSummary>;
@@ -191,6 +233,7 @@ export class McpConnectionManager implements AsyncDisposable {
       : options.codexHome !== undefined
       ? ToolCache.inCodexHome(options.codexHome)
       : null;
+    this.#oauthStore = resolveStore(options);
     for (const config of options.servers) {
       if (this.#entries.has(config.name)) {
         throw new Error(`duplicate MCP server \`${config.name}\``);
@@ -198,6 +241,10 @@ export class McpConnectionManager implements AsyncDisposable {
       this.#entries.set(config.name, {
         config,
         state: config.enabled ? "starting" : "disabled",
+        auth: config.transport.type === "streamable_http" &&
+            config.transport.bearerTokenEnvVar !== null
+          ? "bearer"
+          : "none",
         connection: null,
         cached: null,
         started: null,
@@ -249,6 +296,13 @@ export class McpConnectionManager implements AsyncDisposable {
   #start(entry: Entry): Promise<void> {
     const { config } = entry;
     this.#options.onStatus?.({ server: config.name, state: "starting" });
+    if (config.problem) {
+      // Nothing of a server whose table is wrong runs.
+      const message = config.problem.message;
+      this.#logger.warn("mcp.startup_failed", { server: config.name, error: message });
+      this.#set(entry, "failed", message);
+      return Promise.resolve();
+    }
     const trusted = config.name === (this.#options.trustedServerName ?? TRUSTED_CONNECTOR_SERVER);
     const cacheRead = this.#cache?.read(config).then((snapshot) => {
       if (snapshot && entry.state === "starting") {
@@ -265,6 +319,8 @@ export class McpConnectionManager implements AsyncDisposable {
       // the read (and so the cached tools) behind every server's start.
       await cacheRead;
       const placement = resolvePlacement(config, this.#options);
+      const store = this.#oauthStore;
+      if (store instanceof Error && config.transport.type === "streamable_http") throw store;
       return await ServerConnection.open({
         config,
         placement,
@@ -290,6 +346,9 @@ export class McpConnectionManager implements AsyncDisposable {
           this.#set(entry, "failed", reason);
           this.#toolsChanged();
         },
+        oauthStore: store instanceof Error ? null : store,
+        ...(this.#options.oauth ? { oauth: this.#options.oauth } : {}),
+        onAuthState: (state) => (entry.auth = state),
       }, trusted);
     })();
     return entry.started.then(async (connection) => {
@@ -300,6 +359,14 @@ export class McpConnectionManager implements AsyncDisposable {
       }
       entry.connection = connection;
       entry.cached = null;
+      const timings = connection.startupTimings;
+      this.#logger.info("mcp.server_started", {
+        server: config.name,
+        startup_ms: timings.initializeMs,
+        first_list_ms: timings.firstListMs,
+        tools: connection.tools.length,
+        sandbox_state_meta: connection.sandboxStateMeta,
+      });
       this.#set(entry, "ready");
       this.#toolsChanged();
       await this.#saveSnapshot(entry);
@@ -347,6 +414,14 @@ export class McpConnectionManager implements AsyncDisposable {
         toolCount: tools?.tools.length ?? 0,
         fromCache: tools?.fromCache ?? false,
         required: e.config.required,
+        auth: e.connection?.authState ?? e.auth,
+        sandboxStateMeta: e.connection?.sandboxStateMeta ?? false,
+        ...(e.connection
+          ? {
+            startupMs: e.connection.startupTimings.initializeMs,
+            firstListMs: e.connection.startupTimings.firstListMs,
+          }
+          : {}),
       };
     });
   }
@@ -361,7 +436,7 @@ export class McpConnectionManager implements AsyncDisposable {
         instructions: e.connection.instructions,
         fromCache: false,
       };
-    } else if (e.state === "starting" && e.cached) {
+    } else if ((e.state === "starting" || e.state === "failed") && e.cached) {
       source = { tools: e.cached.tools, instructions: e.cached.instructions, fromCache: true };
     } else return null;
     return {
@@ -467,9 +542,12 @@ export class McpConnectionManager implements AsyncDisposable {
     if (!toolAllowed(entry.config, target.tool)) {
       throw new Error(`tool '${target.tool}' is disabled for MCP server '${target.server}'`);
     }
+    let meta = options.meta as JsonObject | undefined;
+    const sandbox = connection.sandboxStateMeta ? this.#options.sandboxState?.() : undefined;
+    if (sandbox !== undefined) meta = { ...meta, [SANDBOX_STATE_META]: sandbox };
     return await connection.callTool(target.tool, args, {
       timeoutMs: options.timeoutMs ?? entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
-      ...(options.meta !== undefined ? { meta: options.meta as JsonObject } : {}),
+      ...(meta !== undefined ? { meta } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
     });
   }

@@ -13,19 +13,24 @@
 
 import type { Logger } from "../../log/logger.ts";
 import { spawnLocalMcpChild } from "../local_child.ts";
+import { type McpAuthState, type McpOAuthOptions, McpOAuthSession } from "../oauth/session.ts";
+import type { McpCredentialStore } from "../oauth/store.ts";
 import { spawnRemoteMcpChild } from "../remote_child.ts";
 import { childMcpTransport } from "../stdio_transport.ts";
 import { loadMcpClientSdk, type Transport } from "../sdk.ts";
 import type { McpServerSpec } from "../server_spec.ts";
 import type { McpServerConfig } from "./config.ts";
 import { stripConnectorMeta } from "./connector_meta.ts";
-import { httpMcpTransport } from "./http_transport.ts";
+import { hasConfiguredAuthorization, httpMcpTransport } from "./http_transport.ts";
 import type { EnvironmentPool, McpPlacement } from "./placement.ts";
 
 type Client = InstanceType<typeof import("@modelcontextprotocol/sdk/client").Client>;
 
 /** A JSON object. */
 export type JsonObject = Record<string, unknown>;
+
+/** Codex's capability (and tool-call `_meta` key) for a server that takes the sandbox state. */
+export const SANDBOX_STATE_META = "codex/sandbox-state-meta";
 
 /** A request from a server that the harness answers. */
 export interface McpServerRequest {
@@ -79,6 +84,12 @@ export interface ServerConnectionOptions extends McpHarnessCallbacks {
   readonly onToolsChanged?: () => void;
   /** The connection closed on its own (the server exited, the transport failed). */
   readonly onClosed?: (reason: string) => void;
+  /** Where OAuth credentials are kept (null: no OAuth). */
+  readonly oauthStore?: McpCredentialStore | null;
+  /** OAuth options (who can be asked to log in, …). */
+  readonly oauth?: McpOAuthOptions;
+  /** Told how the server authenticates, once that is known (before connecting). */
+  readonly onAuthState?: (state: McpAuthState) => void;
 }
 
 /** Pages of `tools/list` followed at most. */
@@ -142,18 +153,55 @@ class Deadline {
 /** The SDK's own per-request timer is disarmed: deadlines are ours. */
 const NO_SDK_TIMEOUT = 2 ** 31 - 1;
 
+/**
+ * Authorizations one request may send a person through (a login, then a
+ * step-up to a wider scope): past it the server's refusal stands.
+ */
+const MAX_AUTHORIZATIONS = 3;
+
+/** The SDK's "authorization needed" (a person was sent to log in). */
+function isUnauthorized(error: unknown): boolean {
+  return error instanceof Error && error.name === "UnauthorizedError";
+}
+
+type FinishableTransport = Transport & { finishAuth(code: string): Promise<void> };
+
 /** A connected MCP server. */
 export class ServerConnection {
-  readonly #client: Client;
+  #client!: Client;
+  #transport: Transport | null = null;
   readonly #config: McpServerConfig;
+  readonly #oauth: McpOAuthSession | null;
   readonly #deadlines = new Set<Deadline>();
   #waitingOnHarness = 0;
   #tools: JsonObject[] = [];
   #closing: Promise<void> | null = null;
+  #initializeMs = 0;
+  #firstListMs = 0;
 
-  private constructor(client: Client, config: McpServerConfig) {
-    this.#client = client;
+  private constructor(config: McpServerConfig, oauth: McpOAuthSession | null) {
     this.#config = config;
+    this.#oauth = oauth;
+  }
+
+  /** How the server authenticates. */
+  get authState(): McpAuthState {
+    return this.#oauth?.state ?? "none";
+  }
+
+  /** How long the start took: `initialize` (with any login) and the first `tools/list`, ms. */
+  get startupTimings(): { initializeMs: number; firstListMs: number } {
+    return { initializeMs: this.#initializeMs, firstListMs: this.#firstListMs };
+  }
+
+  /**
+   * The server takes Codex's sandbox state on tool calls (its capabilities
+   * carry `experimental["codex/sandbox-state-meta"]`).
+   */
+  get sandboxStateMeta(): boolean {
+    const experimental = this.capabilities.experimental;
+    return experimental !== null && typeof experimental === "object" &&
+      Object.hasOwn(experimental, SANDBOX_STATE_META);
   }
 
   /** The server's tools (reserved connector `_meta` removed unless trusted). */
@@ -185,19 +233,104 @@ export class ServerConnection {
     trusted: boolean,
   ): Promise<ServerConnection> {
     const sdk = await loadMcpClientSdk();
+    const deadline = new Deadline(options.startupTimeoutMs, false, () => new StartupTimeout());
+    const abort = () => deadline.controller.abort(options.signal!.reason);
+    options.signal?.addEventListener("abort", abort, { once: true });
+    let connection: ServerConnection | null = null;
+    let oauth: McpOAuthSession | null = null;
+    try {
+      options.signal?.throwIfAborted();
+      oauth = await race(oauthSession(options), deadline.controller.signal, (o) => o?.close());
+      connection = new ServerConnection(options.config, oauth);
+      connection.#deadlines.add(deadline);
+      const started = performance.now();
+      await connection.#connect(sdk, options, trusted, deadline.controller.signal);
+      const listing = performance.now();
+      connection.#tools = await connection.#authorized(
+        () => connection!.#listTools(trusted, NO_SDK_TIMEOUT, deadline),
+        deadline.controller.signal,
+      );
+      connection.#initializeMs = Math.round(listing - started);
+      connection.#firstListMs = Math.round(performance.now() - listing);
+      connection.#deadlines.delete(deadline);
+      return connection;
+    } catch (error) {
+      const reason = deadline.controller.signal.aborted ? deadline.controller.signal.reason : error;
+      if (connection) {
+        connection.#closing = Promise.resolve();
+        await connection.#client?.close().catch(() => {});
+        await connection.#transport?.close().catch(() => {});
+      }
+      await oauth?.close();
+      throw reason;
+    } finally {
+      deadline.clear();
+      options.signal?.removeEventListener("abort", abort);
+    }
+  }
+
+  /**
+   * Opens the transport and initialises, sending a person through a login
+   * (at most {@linkcode MAX_AUTHORIZATIONS} times) when the server asks for
+   * one and somebody can be asked.
+   */
+  async #connect(
+    sdk: Awaited<ReturnType<typeof loadMcpClientSdk>>,
+    options: ServerConnectionOptions,
+    trusted: boolean,
+    signal: AbortSignal,
+  ): Promise<void> {
+    for (let authorizations = 0;; authorizations++) {
+      const client = this.#newClient(sdk, options, trusted);
+      this.#client = client;
+      const transport = await race(
+        openTransport(options, this.#oauth),
+        signal,
+        (t) => t.close(),
+      );
+      this.#transport = transport;
+      try {
+        await client.connect(transport, { signal, timeout: NO_SDK_TIMEOUT });
+        client.onclose = () => {
+          if (!this.#closing) options.onClosed?.("MCP server closed the connection");
+        };
+        return;
+      } catch (error) {
+        if (
+          !isUnauthorized(error) || !this.#oauth?.interactive ||
+          authorizations + 1 >= MAX_AUTHORIZATIONS
+        ) {
+          throw error;
+        }
+        await this.#whileHarnessWaits(() =>
+          this.#oauth!.completeAuthorization(
+            (code) => (transport as FinishableTransport).finishAuth(code),
+            signal,
+          )
+        );
+        await client.close().catch(() => {});
+        await transport.close().catch(() => {});
+      }
+    }
+  }
+
+  /** A client with the harness's handlers. */
+  #newClient(
+    sdk: Awaited<ReturnType<typeof loadMcpClientSdk>>,
+    options: ServerConnectionOptions,
+    trusted: boolean,
+  ): Client {
     const capabilities: JsonObject = {};
     if (options.onElicitation) capabilities.elicitation = { form: { applyDefaults: true } };
     if (options.onSampling) capabilities.sampling = {};
-    const client = new sdk.client.Client(
-      { ...options.clientInfo },
-      { capabilities },
-    ) as Client;
-    const connection = new ServerConnection(client, options.config);
-    connection.#answer(sdk.types.ElicitRequestSchema, options.onElicitation);
-    connection.#answer(sdk.types.CreateMessageRequestSchema, options.onSampling);
+    const client = new sdk.client.Client({ ...options.clientInfo }, { capabilities }) as Client;
+    this.#answer(client, sdk.types.ElicitRequestSchema, options.onElicitation);
+    this.#answer(client, sdk.types.CreateMessageRequestSchema, options.onSampling);
     client.setNotificationHandler(sdk.types.ToolListChangedNotificationSchema, async () => {
       try {
-        connection.#tools = await connection.#listTools(trusted, options.startupTimeoutMs);
+        this.#tools = await this.#authorized(
+          () => this.#listTools(trusted, options.startupTimeoutMs),
+        );
         options.onToolsChanged?.();
       } catch (error) {
         options.logger.warn("mcp.tools_relist_failed", {
@@ -206,52 +339,57 @@ export class ServerConnection {
         });
       }
     });
+    return client;
+  }
 
-    const deadline = new Deadline(options.startupTimeoutMs, false, () => new StartupTimeout());
-    const abort = () => deadline.controller.abort(options.signal!.reason);
-    options.signal?.addEventListener("abort", abort, { once: true });
-    let transport: Transport | null = null;
+  /**
+   * Runs `request`; when the server wants a (wider) authorization and a
+   * person can be asked, finishes it and runs `request` again — at most
+   * {@linkcode MAX_AUTHORIZATIONS} times.
+   */
+  async #authorized<T>(request: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    for (let authorizations = 0;; authorizations++) {
+      try {
+        return await request();
+      } catch (error) {
+        const transport = this.#transport as FinishableTransport | null;
+        if (
+          !isUnauthorized(error) || !this.#oauth?.interactive || !transport ||
+          authorizations + 1 >= MAX_AUTHORIZATIONS
+        ) {
+          throw error;
+        }
+        await this.#whileHarnessWaits(() =>
+          this.#oauth!.completeAuthorization((code) => transport.finishAuth(code), signal)
+        );
+      }
+    }
+  }
+
+  /** Runs `fn` with every deadline paused (a person is answering). */
+  async #whileHarnessWaits<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#waitingOnHarness++ === 0) { for (const d of this.#deadlines) d.pause(); }
     try {
-      options.signal?.throwIfAborted();
-      transport = await race(openTransport(options), deadline.controller.signal, (t) => t.close());
-      client.onclose = () => {
-        if (!connection.#closing) options.onClosed?.("MCP server closed the connection");
-      };
-      await client.connect(transport, {
-        signal: deadline.controller.signal,
-        timeout: NO_SDK_TIMEOUT,
-      });
-      connection.#tools = await connection.#listTools(trusted, NO_SDK_TIMEOUT, deadline);
-      return connection;
-    } catch (error) {
-      const reason = deadline.controller.signal.aborted ? deadline.controller.signal.reason : error;
-      connection.#closing = Promise.resolve();
-      await client.close().catch(() => {});
-      await transport?.close().catch(() => {});
-      throw reason;
+      return await fn();
     } finally {
-      deadline.clear();
-      options.signal?.removeEventListener("abort", abort);
+      if (--this.#waitingOnHarness === 0) { for (const d of this.#deadlines) d.resume(); }
     }
   }
 
   #answer(
+    client: Client,
     schema: Parameters<Client["setRequestHandler"]>[0],
     callback: ((request: McpServerRequest) => Promise<JsonObject> | JsonObject) | undefined,
   ): void {
     if (!callback) return;
-    this.#client.setRequestHandler(schema, async (request, extra) => {
-      if (this.#waitingOnHarness++ === 0) { for (const d of this.#deadlines) d.pause(); }
-      try {
-        return await callback({
+    client.setRequestHandler(schema, (request, extra) =>
+      this.#whileHarnessWaits(async () =>
+        await callback({
           server: this.#config.name,
           params: (request.params ?? {}) as JsonObject,
           signal: extra.signal,
-        }) as never;
-      } finally {
-        if (--this.#waitingOnHarness === 0) { for (const d of this.#deadlines) d.resume(); }
-      }
-    });
+        }) as never
+      ));
   }
 
   async #listTools(
@@ -313,12 +451,16 @@ export class ServerConnection {
       "tools/call",
       options.timeoutMs,
       options.signal,
-      async (signal) =>
-        await this.#client.callTool(
-          { name: tool, arguments: args, ...(options.meta ? { _meta: options.meta } : {}) },
-          undefined,
-          { signal, timeout: NO_SDK_TIMEOUT },
-        ) as JsonObject,
+      (signal) =>
+        this.#authorized(
+          async () =>
+            await this.#client.callTool(
+              { name: tool, arguments: args, ...(options.meta ? { _meta: options.meta } : {}) },
+              undefined,
+              { signal, timeout: NO_SDK_TIMEOUT },
+            ) as JsonObject,
+          signal,
+        ),
     );
   }
 
@@ -333,7 +475,8 @@ export class ServerConnection {
     params: JsonObject,
     options: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<JsonObject> {
-    return this.#timed(method, options.timeoutMs, options.signal, async (signal) => {
+    return this.#timed(method, options.timeoutMs, options.signal, (signal) =>
+      this.#authorized(async () => {
       const opts = { signal, timeout: NO_SDK_TIMEOUT };
       const c = this.#client;
       switch (method) {
@@ -348,12 +491,15 @@ export class ServerConnection {
         case "prompts/get":
           return await c.getPrompt(params as { name: string }, opts) as JsonObject;
       }
-    });
+    }, signal));
   }
 
   /** Closes the client and the transport (stopping the server). */
   close(): Promise<void> {
-    this.#closing ??= this.#client.close().catch(() => {});
+    this.#closing ??= (async () => {
+      await this.#client.close().catch(() => {});
+      await this.#oauth?.close();
+    })();
     return this.#closing;
   }
 }
@@ -396,8 +542,29 @@ function race<T>(
   });
 }
 
+/**
+ * OAuth of an HTTP server that has no bearer token or `Authorization`
+ * header configured (null when it does not apply).
+ */
+async function oauthSession(options: ServerConnectionOptions): Promise<McpOAuthSession | null> {
+  const { config, hostEnv, logger } = options;
+  if (config.transport.type !== "streamable_http") return null;
+  if (hasConfiguredAuthorization(config, hostEnv, logger)) {
+    options.onAuthState?.("bearer");
+    return null;
+  }
+  const session = options.oauthStore
+    ? await McpOAuthSession.open(config, options.oauthStore, options.oauth ?? {})
+    : null;
+  options.onAuthState?.(session?.state ?? "none");
+  return session;
+}
+
 /** Starts the server's process (or prepares its HTTP transport). */
-async function openTransport(options: ServerConnectionOptions): Promise<Transport> {
+async function openTransport(
+  options: ServerConnectionOptions,
+  oauth: McpOAuthSession | null,
+): Promise<Transport> {
   const { config, placement, logger, hostEnv } = options;
   const environment = placement.kind === "remote"
     ? await options.pool.client(placement.environmentId)
@@ -406,6 +573,7 @@ async function openTransport(options: ServerConnectionOptions): Promise<Transpor
     return await httpMcpTransport(config, {
       hostEnv,
       logger,
+      oauth,
       ...(environment ? { environment } : {}),
     });
   }

@@ -13,6 +13,7 @@
 
 import { createHash } from "node:crypto";
 import { isRecord } from "../../util/record.ts";
+import { readBoundedFile, writePrivateFileAtomic } from "../../util/private_file.ts";
 import type { McpServerConfig } from "./config.ts";
 
 /** Version of the file layout. */
@@ -58,26 +59,13 @@ export class ToolCache {
 
   /** The snapshot for `config`, or null. */
   async read(config: McpServerConfig): Promise<ToolSnapshot | null> {
-    let bytes: Uint8Array;
+    let bytes: Uint8Array | null;
     try {
-      const file = await Deno.open(this.#path(config));
-      try {
-        const info = await file.stat();
-        if (!info.isFile || info.size > MAX_CACHE_BYTES) return null;
-        bytes = new Uint8Array(info.size);
-        let at = 0;
-        while (at < bytes.length) {
-          const n = await file.read(bytes.subarray(at));
-          if (n === null) break;
-          at += n;
-        }
-        bytes = bytes.subarray(0, at);
-      } finally {
-        file.close();
-      }
+      bytes = await readBoundedFile(this.#path(config), MAX_CACHE_BYTES);
     } catch {
       return null;
     }
+    if (bytes === null) return null;
     try {
       const data = JSON.parse(new TextDecoder().decode(bytes));
       if (
@@ -102,24 +90,17 @@ export class ToolCache {
 
   /** Saves `snapshot` for `config`. */
   async write(config: McpServerConfig, snapshot: ToolSnapshot): Promise<void> {
-    await Deno.mkdir(this.#dir, { recursive: true, mode: 0o700 });
-    const path = this.#path(config);
-    const tmp = `${path}.${crypto.randomUUID()}.tmp`;
-    const body = JSON.stringify({
-      schema_version: TOOL_CACHE_SCHEMA_VERSION,
-      server: config.name,
-      key: toolCacheKey(config),
-      saved_at_ms: snapshot.savedAtMs,
-      server_info: snapshot.serverInfo,
-      instructions: snapshot.instructions,
-      tools: snapshot.tools,
-    });
-    try {
-      await Deno.writeTextFile(tmp, body, { mode: 0o600, createNew: true });
-      await Deno.rename(tmp, path);
-    } catch (error) {
-      await Deno.remove(tmp).catch(() => {});
-      throw error;
-    }
+    await writePrivateFileAtomic(
+      this.#path(config),
+      JSON.stringify({
+        schema_version: TOOL_CACHE_SCHEMA_VERSION,
+        server: config.name,
+        key: toolCacheKey(config),
+        saved_at_ms: snapshot.savedAtMs,
+        server_info: snapshot.serverInfo,
+        instructions: snapshot.instructions,
+        tools: snapshot.tools,
+      }),
+    );
   }
 }
