@@ -1,14 +1,17 @@
 /**
- * `exec-server mcp-servers list|status|tools|call`: the MCP servers of a
- * Codex configuration, run by the MCP runtime — here or in environments
- * named with `--environment`.
+ * `exec-server mcp-servers list|status|tools|call|login|logout`: the MCP
+ * servers of a Codex configuration, run by the MCP runtime — here or in
+ * environments named with `--environment` — and OAuth logins to them.
  *
  * @module
  */
 
 import type { ConnectOptions } from "../client/client.ts";
 import type { McpServerConfig } from "../mcp/runtime/config.ts";
-import { loadMcpServerConfigs } from "../mcp/runtime/load.ts";
+import { loadMcpRuntimeConfig, type McpRuntimeConfig } from "../mcp/runtime/load.ts";
+import { AUTH_STATUS_LABELS, mcpAuthStatus, type McpAuthStatus } from "../mcp/oauth/status.ts";
+import { credentialStoreFor } from "../mcp/oauth/session.ts";
+import { runMcpLogin, runMcpLogout } from "./mcp_login_cmd.ts";
 import { McpConnectionManager, type McpStatusEvent } from "../mcp/runtime/manager.ts";
 import type { McpEnvironmentTarget } from "../mcp/runtime/placement.ts";
 import { splitCommand } from "./client_args.ts";
@@ -37,6 +40,9 @@ Commands:
   status                       start the enabled servers; print each one's state
   tools [SERVER...]            start them; print the tools on offer
   call SERVER TOOL [JSON]      start SERVER and call TOOL with JSON arguments (default {})
+  login SERVER                 log in to an OAuth server (Streamable HTTP); tokens are
+                               kept in CODEX_HOME/.credentials.json, shared with Codex
+  logout SERVER                remove the stored OAuth credentials of SERVER
 
 Options:
   --config-home <DIR>          Codex home (default: $CODEX_HOME, else ~/.codex)
@@ -52,11 +58,23 @@ Options:
   --quiet                      no progress on stderr while servers start
   --log-level <LEVEL>          diagnostics on stderr (default warn)
 
+Login options:
+  --scopes <a,b>               scopes to ask for (default: the server's configured
+                               scopes, else what it asks for, else what it supports)
+  --browser-command <CMD>      run CMD URL to open the authorization page (default:
+                               the desktop's opener; without one the URL is printed)
+  --no-browser                 only print the URL; paste the callback URL back here
+  --timeout <DURATION>         how long to wait for the browser (default 5m)
+  --oauth-client-registration <auto|cimd|dcr>
+                               how the client registers (default auto: a client ID
+                               metadata document where supported, else dynamic)
+
 Examples:
   exec-server mcp-servers list
   exec-server mcp-servers tools -c 'mcp_servers.fs.enabled_tools=["read_file"]'
   exec-server mcp-servers call everything echo '{"message":"hi"}'
   exec-server mcp-servers status --environment box=ws://10.0.0.5:7000
+  exec-server mcp-servers login linear --scopes read,write
 `;
 
 function pairs(flag: string, values: readonly string[] = []): Map<string, string> {
@@ -105,12 +123,13 @@ function environments(
   return out;
 }
 
-/** Codex's `mcp list --json` shape for one server. */
-function describe(config: McpServerConfig): Record<string, unknown> {
+/** Codex's `mcp list --json` shape for one server (and `error` when it does not parse). */
+function describe(config: McpServerConfig, auth: McpAuthStatus): Record<string, unknown> {
   const t = config.transport;
   return {
     name: config.name,
     enabled: config.enabled,
+    ...(config.problem ? { error: config.problem.message } : {}),
     environment_id: config.environmentId,
     transport: t.type === "stdio"
       ? {
@@ -133,6 +152,7 @@ function describe(config: McpServerConfig): Record<string, unknown> {
     enabled_tools: config.enabledTools,
     disabled_tools: config.disabledTools,
     required: config.required,
+    auth_status: auth,
   };
 }
 
@@ -186,6 +206,11 @@ export async function runMcpServers(args: string[]): Promise<number> {
       json: { type: "boolean" },
       quiet: { type: "boolean" },
       "log-level": { type: "string" },
+      scopes: { type: "string" },
+      "browser-command": { type: "string" },
+      "no-browser": { type: "boolean" },
+      timeout: { type: "string" },
+      "oauth-client-registration": { type: "string" },
     },
   }, MCP_SERVERS_USAGE);
   if (!parsed) return 0;
@@ -195,36 +220,74 @@ export async function runMcpServers(args: string[]): Promise<number> {
     printUsage(MCP_SERVERS_USAGE);
     return 2;
   }
-  if (!["list", "status", "tools", "call"].includes(command)) {
+  if (!["list", "status", "tools", "call", "login", "logout"].includes(command)) {
     throw new UsageError(`unknown mcp-servers command: ${command}`, 2);
   }
   const cwd = flags.cd ?? Deno.cwd();
   const codexHome = flags["config-home"] ?? defaultConfigLocations().codexHome;
-  let servers: McpServerConfig[];
+  let runtime: McpRuntimeConfig;
   try {
-    servers = await loadMcpServerConfigs({ codexHome, cwd, overrides: flags.config ?? [] });
+    runtime = await loadMcpRuntimeConfig({ codexHome, cwd, overrides: flags.config ?? [] });
   } catch (error) {
     console.error(`Error: ${(error as Error).message}`);
     return 1;
   }
+  const servers = runtime.servers;
   const json = flags.json ?? false;
 
+  if (command === "login" || command === "logout") {
+    if (rest.length !== 1) throw new UsageError(`${command} needs SERVER`, 2);
+    const server = servers.find((s) => s.name === rest[0]);
+    if (!server) {
+      console.error(`Error: No MCP server named '${rest[0]}' found.`);
+      return 1;
+    }
+    if (command === "logout") return await runMcpLogout(server, runtime.oauth, codexHome);
+    return await runMcpLogin(server, runtime.oauth, codexHome, {
+      ...(flags.scopes !== undefined ? { scopes: flags.scopes } : {}),
+      ...(flags["browser-command"] !== undefined
+        ? { browserCommand: flags["browser-command"] }
+        : {}),
+      ...(flags["no-browser"] ? { noBrowser: true } : {}),
+      ...(flags.timeout !== undefined ? { timeout: flags.timeout } : {}),
+      ...(flags["oauth-client-registration"] !== undefined
+        ? { registration: flags["oauth-client-registration"] }
+        : {}),
+    });
+  }
+
   if (command === "list") {
-    if (json) await printLine(JSON.stringify(servers.map(describe), null, 2));
-    else if (servers.length === 0) await printLine("No MCP servers configured.");
+    let store: ReturnType<typeof credentialStoreFor> | null = null;
+    try {
+      store = credentialStoreFor(codexHome, runtime.oauth);
+    } catch { /* every HTTP server's auth is then unknown */ }
+    const auth = await Promise.all(servers.map((s) =>
+      s.problem ? "unknown" as const : store
+        ? mcpAuthStatus(s, { store })
+        : Promise.resolve(s.transport.type === "stdio" ? "unsupported" as const : "unknown" as const)
+    ));
+    if (json) {
+      await printLine(JSON.stringify(servers.map((s, i) => describe(s, auth[i]!)), null, 2));
+    } else if (servers.length === 0) await printLine("No MCP servers configured.");
     else {
       await printLine(table([
-        ["Name", "Transport", "Command / URL", "Environment", "Status"],
-        ...servers.map((s) => [
+        ["Name", "Transport", "Command / URL", "Environment", "Status", "Auth"],
+        ...servers.map((s, i) => [
           s.name,
           s.transport.type,
           s.transport.type === "stdio"
             ? [s.transport.command, ...s.transport.args].join(" ")
             : s.transport.url,
           s.environmentId,
-          s.enabled ? "enabled" : "disabled",
+          s.problem ? "invalid" : s.enabled ? "enabled" : "disabled",
+          AUTH_STATUS_LABELS[auth[i]!],
         ]),
       ]));
+      const invalid = servers.filter((s) => s.problem);
+      if (invalid.length > 0) await printLine("");
+      for (const s of invalid) {
+        await printLine(`${s.name}: ${s.problem!.message.replace(/\s*\n\s*/g, " ")}`);
+      }
     }
     return 0;
   }
@@ -264,6 +327,7 @@ export async function runMcpServers(args: string[]): Promise<number> {
     codexHome,
     ...(flags["no-cache"] ? { toolCache: null } : {}),
     onStatus: progress(flags.quiet ?? false),
+    oauth: { settings: runtime.oauth },
     logger,
   });
   const removeSignals = onTerminationSignal(() => void manager.shutdown());
@@ -274,11 +338,12 @@ export async function runMcpServers(args: string[]): Promise<number> {
       if (json) await printLine(JSON.stringify(status, null, 2));
       else {
         await printLine(table([
-          ["Name", "State", "Tools", "Server", "Detail"],
+          ["Name", "State", "Auth", "Tools", "Server", "Detail"],
           ...status.map((s) => [
             s.name,
             s.state,
-            String(s.toolCount),
+            s.auth,
+            s.fromCache ? `${s.toolCount} (cached)` : String(s.toolCount),
             s.serverInfo ? `${s.serverInfo.name ?? ""} ${s.serverInfo.version ?? ""}`.trim() : "",
             (s.error ?? "").split("\n")[0]!,
           ]),

@@ -56,17 +56,32 @@ export interface OAuthCallbackOptions {
   readonly callbackUrl?: string | null;
 }
 
-interface Waiter {
-  readonly state: string;
+/** An authorization under way: its state, and the code (or error) once the callback came. */
+interface Pending {
+  /** The callback came (a second one with the same state is refused). */
+  settled: boolean;
+  readonly promise: Promise<string>;
   resolve(code: string): void;
   reject(error: Error): void;
+}
+
+function pending(): Pending {
+  let resolve!: (code: string) => void;
+  let reject!: (error: Error) => void;
+  const promise = new Promise<string>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => {}); // observed by waitForCode; a login abandoned is not unhandled
+  return { settled: false, promise, resolve, reject };
 }
 
 /** A running callback listener. */
 export class OAuthCallbackListener implements AsyncDisposable {
   readonly #server: Deno.HttpServer<Deno.NetAddr>;
   readonly #path: string;
-  readonly #waiters = new Set<Waiter>();
+  /** By state: registered when the person is sent, settled by the callback. */
+  readonly #pending = new Map<string, Pending>();
   /** The redirect URI to register and send. */
   readonly redirectUrl: string;
 
@@ -119,19 +134,28 @@ export class OAuthCallbackListener implements AsyncDisposable {
     return this.#deliver(url.searchParams) ? success() : invalid();
   }
 
-  /** Hands a callback's parameters to the authorization waiting for their state. */
+  /** Hands a callback's parameters to the authorization under way with their state. */
   #deliver(params: URLSearchParams): boolean {
     const state = params.get("state");
-    const waiter = [...this.#waiters].find((w) => state !== null && w.state === state);
-    if (!waiter) return false;
+    const waiter = state === null ? undefined : this.#pending.get(state);
+    if (!waiter || waiter.settled) return false;
     const error = params.get("error");
     const code = params.get("code");
     if (error === null && !code) return false;
-    this.#waiters.delete(waiter);
+    waiter.settled = true;
     if (error !== null) {
       waiter.reject(new OAuthAuthorizationDenied(error, params.get("error_description")));
     } else waiter.resolve(code!);
     return true;
+  }
+
+  /**
+   * Registers the authorization with `state` before the person is sent
+   * (the browser may come back before anyone waits): from then on its
+   * callback is accepted and kept for {@linkcode waitForCode}.
+   */
+  expect(state: string): void {
+    if (!this.#pending.has(state)) this.#pending.set(state, pending());
   }
 
   /**
@@ -150,32 +174,19 @@ export class OAuthCallbackListener implements AsyncDisposable {
   }
 
   /**
-   * The code of the callback carrying `state`. Rejects when the
-   * authorization server sent an error, when `signal` aborts, or after
-   * `timeoutMs`.
+   * The code of the callback carrying `state` (registered now if
+   * {@linkcode expect} did not). Rejects when the authorization server sent
+   * an error, when `signal` aborts, or after `timeoutMs`.
    */
-  waitForCode(state: string, timeoutMs: number, signal?: AbortSignal): Promise<string> {
-    return new Promise<string>((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
-        this.#waiters.delete(waiter);
-      };
-      const waiter: Waiter = {
-        state,
-        resolve: (code) => {
-          done();
-          resolve(code);
-        },
-        reject: (error) => {
-          done();
-          reject(error);
-        },
-      };
-      const onAbort = () => waiter.reject(signal!.reason);
-      const timer = setTimeout(
+  async waitForCode(state: string, timeoutMs: number, signal?: AbortSignal): Promise<string> {
+    this.expect(state);
+    const waiter = this.#pending.get(state)!;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let onAbort: (() => void) | undefined;
+    const stop = new Promise<never>((_, reject) => {
+      timer = setTimeout(
         () =>
-          waiter.reject(
+          reject(
             new Error(
               `timed out after ${
                 Math.round(timeoutMs / 1000)
@@ -184,15 +195,23 @@ export class OAuthCallbackListener implements AsyncDisposable {
           ),
         timeoutMs,
       );
-      if (signal?.aborted) return onAbort();
+      onAbort = () => reject(signal!.reason);
+      if (signal?.aborted) onAbort();
       signal?.addEventListener("abort", onAbort, { once: true });
-      this.#waiters.add(waiter);
     });
+    try {
+      return await Promise.race([waiter.promise, stop]);
+    } finally {
+      clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener("abort", onAbort);
+      this.#pending.delete(state);
+    }
   }
 
   /** Stops listening; authorizations still waiting fail. */
   async close(): Promise<void> {
-    for (const w of [...this.#waiters]) w.reject(new Error("OAuth callback listener closed"));
+    for (const w of this.#pending.values()) w.reject(new Error("OAuth callback listener closed"));
+    this.#pending.clear();
     await this.#server.shutdown();
   }
 

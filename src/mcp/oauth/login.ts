@@ -137,6 +137,8 @@ export async function loginMcpServer(options: McpLoginOptions): Promise<StoredMc
     fresh: true,
     redirectUrl: listener.redirectUrl,
     authorize: async (authorizationUrl) => {
+      const state = authorizationUrl.searchParams.get("state");
+      if (state !== null) listener.expect(state);
       await options.openUrl(authorizationUrl);
       sent?.();
     },

@@ -116,7 +116,11 @@ export class McpOAuthSession {
         ...(listener
           ? {
             redirectUrl: listener.redirectUrl,
-            authorize: (u: URL) => authorize!({ server: config.name, url: u }),
+            authorize: (u: URL) => {
+              const state = u.searchParams.get("state");
+              if (state !== null) listener!.expect(state);
+              return authorize!({ server: config.name, url: u });
+            },
           }
           : {}),
         ...(options.registration ? { registration: options.registration } : {}),

@@ -17,7 +17,7 @@ import { type McpAuthState, type McpOAuthOptions, McpOAuthSession } from "../oau
 import type { McpCredentialStore } from "../oauth/store.ts";
 import { spawnRemoteMcpChild } from "../remote_child.ts";
 import { childMcpTransport } from "../stdio_transport.ts";
-import { loadMcpClientSdk, type Transport } from "../sdk.ts";
+import { loadMcpClientSdk, type McpClientSdk, type Transport } from "../sdk.ts";
 import type { McpServerSpec } from "../server_spec.ts";
 import type { McpServerConfig } from "./config.ts";
 import { stripConnectorMeta } from "./connector_meta.ts";
@@ -160,8 +160,9 @@ const NO_SDK_TIMEOUT = 2 ** 31 - 1;
 const MAX_AUTHORIZATIONS = 3;
 
 /** The SDK's "authorization needed" (a person was sent to log in). */
-function isUnauthorized(error: unknown): boolean {
-  return error instanceof Error && error.name === "UnauthorizedError";
+/** The SDK's "authorization needed" (its class sets no `name`). */
+function isUnauthorized(error: unknown, sdk: McpClientSdk): boolean {
+  return error instanceof sdk.auth.UnauthorizedError;
 }
 
 type FinishableTransport = Transport & { finishAuth(code: string): Promise<void> };
@@ -275,7 +276,7 @@ export class ServerConnection {
    * one and somebody can be asked.
    */
   async #connect(
-    sdk: Awaited<ReturnType<typeof loadMcpClientSdk>>,
+    sdk: McpClientSdk,
     options: ServerConnectionOptions,
     trusted: boolean,
     signal: AbortSignal,
@@ -297,7 +298,7 @@ export class ServerConnection {
         return;
       } catch (error) {
         if (
-          !isUnauthorized(error) || !this.#oauth?.interactive ||
+          !isUnauthorized(error, sdk) || !this.#oauth?.interactive ||
           authorizations + 1 >= MAX_AUTHORIZATIONS
         ) {
           throw error;
@@ -316,7 +317,7 @@ export class ServerConnection {
 
   /** A client with the harness's handlers. */
   #newClient(
-    sdk: Awaited<ReturnType<typeof loadMcpClientSdk>>,
+    sdk: McpClientSdk,
     options: ServerConnectionOptions,
     trusted: boolean,
   ): Client {
@@ -354,7 +355,8 @@ export class ServerConnection {
       } catch (error) {
         const transport = this.#transport as FinishableTransport | null;
         if (
-          !isUnauthorized(error) || !this.#oauth?.interactive || !transport ||
+          !isUnauthorized(error, await loadMcpClientSdk()) || !this.#oauth?.interactive ||
+          !transport ||
           authorizations + 1 >= MAX_AUTHORIZATIONS
         ) {
           throw error;
@@ -496,10 +498,14 @@ export class ServerConnection {
 
   /** Closes the client and the transport (stopping the server). */
   close(): Promise<void> {
-    this.#closing ??= (async () => {
+    if (this.#closing) return this.#closing;
+    // Set before the client closes: its onclose runs inside close().
+    let done!: () => void;
+    this.#closing = new Promise<void>((resolve) => (done = resolve));
+    void (async () => {
       await this.#client.close().catch(() => {});
-      await this.#oauth?.close();
-    })();
+      await this.#oauth?.close().catch(() => {});
+    })().finally(done);
     return this.#closing;
   }
 }
