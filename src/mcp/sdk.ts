@@ -81,3 +81,11 @@ export function loadMcpClientSdk(): Promise<McpClientSdk> {
   })();
   return loadingClient;
 }
+
+/** The SDK's machine-client helpers (`private_key_jwt`): loaded only by a client that signs. */
+export type McpAuthExtensions = typeof import("@modelcontextprotocol/sdk/client/auth-extensions");
+
+/** Loads the SDK's auth extensions (and `jose`) once. */
+export async function loadMcpAuthExtensions(): Promise<McpAuthExtensions> {
+  return await import("@modelcontextprotocol/sdk/client/auth-extensions.js") as McpAuthExtensions;
+}

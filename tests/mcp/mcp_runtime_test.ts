@@ -162,14 +162,18 @@ Deno.test("mcp config: wrong types, foreign keys and missing transports are exac
     typo.detail,
   );
   assertEquals(typo.path, "mcp_servers.a");
-  // Names are checked before anything starts.
-  const bad = configError(() => parseMcpServers({ mcp_servers: { "bad name": { command: "x" } } }));
+  // A bad entry is kept beside the good ones with its problem (it never
+  // starts; the others do).
+  const [bad, good] = parseMcpServers({
+    mcp_servers: { "bad name": { command: "x" }, ok: { command: "y" } },
+  });
   assertEquals(
-    bad.detail,
+    bad!.problem?.detail,
     "Invalid MCP server name 'bad name': must match pattern ^[a-zA-Z0-9_-]+$",
   );
+  assertEquals([bad!.name, good!.name, good!.problem], ["bad name", "ok", undefined]);
   assertEquals(
-    configError(() => parseMcpServers({ mcp_servers: { a: 5n } })).detail,
+    parseMcpServers({ mcp_servers: { a: 5n } })[0]!.problem?.detail,
     "invalid type: integer `5`, expected struct RawMcpServerConfig",
   );
 });
@@ -255,10 +259,10 @@ Deno.test("mcp config: read from the Codex layers with -c overrides; untrusted p
     assertEquals((servers[1]!.transport as { command: string }).command, "hello world");
     await assertRejects(() => load(["foo"]), Error, "Invalid override (missing '='): foo");
     await assertRejects(() => load(["=1"]), Error, "Empty key in override: =1");
-    await assertRejects(
-      () => load(["mcp_servers.a.args=5"]),
-      McpConfigError,
-      "expected a sequence",
+    const typed = await load(["mcp_servers.a.args=5"]);
+    assertEquals(
+      typed.map((s) => [s.name, s.problem?.message ?? null]),
+      [["a", "invalid type: integer `5`, expected a sequence\nin `mcp_servers.a.args`"]],
     );
   } finally {
     await Deno.remove(home, { recursive: true });
@@ -1073,13 +1077,18 @@ enabled = false
       1,
       "Error: tool 'die' is disabled for MCP server 'here'",
     ]);
-    // A configuration error names the key, and nothing starts.
-    const bad = await cli(["status", "-c", "mcp_servers.here.args=5"], home);
+    // A server whose table does not parse fails with the error naming the
+    // key, before anything of it runs; the others are unaffected.
+    const bad = await cli(["status", "--json", "-c", "mcp_servers.here.args=5"], home);
     assertEquals(bad.code, 1);
-    assertEquals(
-      bad.stderr.trim(),
-      "Error: invalid type: integer `5`, expected a sequence\nin `mcp_servers.here.args`",
-    );
+    const badStates = JSON.parse(bad.stdout) as Array<
+      { name: string; state: string; error?: string }
+    >;
+    assertEquals(badStates.map((s) => [s.name, s.state, s.error ?? null]), [
+      ["here", "failed", "invalid type: integer `5`, expected a sequence\nin `mcp_servers.here.args`"],
+      ["there", "failed", states[1]!.error],
+      ["off", "disabled", null],
+    ]);
   } finally {
     await Deno.remove(home, { recursive: true });
     await Deno.remove(work, { recursive: true });

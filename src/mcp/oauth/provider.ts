@@ -12,18 +12,24 @@
  * expiry under Codex's refresh lock, and the scope asked for: a step-up
  * (403 `insufficient_scope`) is never answered with a refresh of the
  * narrower grant, and `offline_access` is asked for where the
- * authorization server offers it.
+ * authorization server offers it. A machine client (`oauth.grant_type =
+ * "client_credentials"`) gets its tokens with its secret or a signed JWT
+ * (`private_key_jwt`), with no person and no redirect.
  *
  * @module
  */
 
-import type { OAuthClientProvider, OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth";
+import type {
+  AddClientAuthentication,
+  OAuthClientProvider,
+  OAuthDiscoveryState,
+} from "@modelcontextprotocol/sdk/client/auth";
 import type {
   OAuthClientInformationMixed,
   OAuthClientMetadata,
   OAuthTokens,
 } from "@modelcontextprotocol/sdk/shared/auth";
-import { loadMcpClientSdk } from "../sdk.ts";
+import { loadMcpAuthExtensions, loadMcpClientSdk } from "../sdk.ts";
 import type { McpServerOAuthConfig } from "../runtime/config.ts";
 import type { McpCredentialStore, StoredMcpCredentials } from "./store.ts";
 
@@ -105,10 +111,17 @@ export class McpOAuthProvider implements OAuthClientProvider {
   #refreshing: Promise<void> | null = null;
   /** Set only with `oauth_resource`: the SDK then sends it instead of the metadata's resource. */
   validateResourceURL?: (serverUrl: string | URL, resource?: string) => Promise<URL | undefined>;
+  /** Set only for `private_key_jwt`: signs the client's assertion. */
+  addClientAuthentication?: AddClientAuthentication;
 
-  private constructor(options: McpOAuthProviderOptions, stored: StoredMcpCredentials | null) {
+  private constructor(
+    options: McpOAuthProviderOptions,
+    stored: StoredMcpCredentials | null,
+    addClientAuthentication: AddClientAuthentication | undefined,
+  ) {
     this.#options = options;
     this.#stored = stored;
+    if (addClientAuthentication) this.addClientAuthentication = addClientAuthentication;
     const { clientId, clientSecret, resource } = options.oauth;
     if (clientId !== null) {
       this.#client = {
@@ -140,7 +153,12 @@ export class McpOAuthProvider implements OAuthClientProvider {
     const stored = options.fresh
       ? null
       : await options.store.load(options.serverName, options.serverUrl);
-    return new McpOAuthProvider(options, stored);
+    return new McpOAuthProvider(options, stored, await privateKeyJwt(options));
+  }
+
+  /** A machine client: tokens come from the client-credentials grant. */
+  get #machine(): boolean {
+    return this.#options.oauth.grantType === "client_credentials";
   }
 
   /** The server's name. */
@@ -155,7 +173,8 @@ export class McpOAuthProvider implements OAuthClientProvider {
 
   /** Whether a person can be sent to log in. */
   get interactive(): boolean {
-    return this.#options.authorize !== undefined && this.#options.redirectUrl !== undefined;
+    return !this.#machine && this.#options.authorize !== undefined &&
+      this.#options.redirectUrl !== undefined;
   }
 
   /** What the tokens are worth now. */
@@ -169,9 +188,18 @@ export class McpOAuthProvider implements OAuthClientProvider {
 
   // ----- OAuthClientProvider -------------------------------------------------
 
-  /** The redirect URI. */
-  get redirectUrl(): string {
-    return this.#options.redirectUrl ?? NO_REDIRECT;
+  /** The redirect URI (none for a machine client: the SDK then asks for tokens directly). */
+  get redirectUrl(): string | undefined {
+    return this.#machine ? undefined : this.#options.redirectUrl ?? NO_REDIRECT;
+  }
+
+  /** The client-credentials grant's parameters (a machine client); else the SDK's default. */
+  prepareTokenRequest(scope?: string): URLSearchParams | undefined {
+    if (!this.#machine) return undefined;
+    const params = new URLSearchParams({ grant_type: "client_credentials" });
+    const wanted = this.#options.oauth.scopes?.join(" ") || scope;
+    if (wanted) params.set("scope", wanted);
+    return params;
   }
 
   /** A client metadata document's URL, offered where the server takes one. */
@@ -193,8 +221,8 @@ export class McpOAuthProvider implements OAuthClientProvider {
       : "none";
     return {
       client_name: this.#options.clientName ?? "exec-server",
-      redirect_uris: [this.redirectUrl],
-      grant_types: ["authorization_code", "refresh_token"],
+      redirect_uris: this.#machine ? [] : [this.redirectUrl ?? NO_REDIRECT],
+      grant_types: this.#machine ? ["client_credentials"] : ["authorization_code", "refresh_token"],
       response_types: ["code"],
       token_endpoint_auth_method: method,
       ...(this.#requestedScope ? { scope: this.#requestedScope } : {}),
@@ -407,7 +435,7 @@ export class McpOAuthProvider implements OAuthClientProvider {
         this.#stored = now;
         return;
       }
-      if (this.#stored?.refresh_token === undefined) {
+      if (this.#stored?.refresh_token === undefined && !this.#machine) {
         if ((this.#stored?.expires_at ?? Infinity) <= Date.now()) this.#refused = true;
         return;
       }
@@ -421,4 +449,29 @@ export class McpOAuthProvider implements OAuthClientProvider {
       }
     });
   }
+}
+
+/** The `private_key_jwt` client authentication of a machine client with a key file. */
+async function privateKeyJwt(
+  options: McpOAuthProviderOptions,
+): Promise<AddClientAuthentication | undefined> {
+  const { privateKeyFile, signingAlgorithm, clientId } = options.oauth;
+  if (options.oauth.grantType !== "client_credentials" || privateKeyFile === null) return undefined;
+  let privateKey: string;
+  try {
+    privateKey = await Deno.readTextFile(privateKeyFile);
+  } catch (error) {
+    throw new Error(
+      `oauth.private_key_file of MCP server \`${options.serverName}\` cannot be read (${privateKeyFile}): ${
+        (error as Error).message
+      }`,
+    );
+  }
+  const extensions = await loadMcpAuthExtensions();
+  return extensions.createPrivateKeyJwtAuth({
+    issuer: clientId!,
+    subject: clientId!,
+    privateKey,
+    alg: signingAlgorithm ?? "RS256",
+  });
 }

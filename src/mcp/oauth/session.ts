@@ -98,9 +98,10 @@ export class McpOAuthSession {
     const url = config.transport.url;
     const authorize = options.authorize;
     const stored = await store.load(config.name, url);
-    if (!stored && !authorize) return null;
+    const machine = config.oauth.grantType === "client_credentials";
+    if (!stored && !authorize && !machine) return null;
     let listener: OAuthCallbackListener | null = null;
-    if (authorize) {
+    if (authorize && !machine) {
       listener = OAuthCallbackListener.open({
         serverUrl: url,
         port: config.oauth.callbackPort ?? options.settings?.callbackPort ?? null,

@@ -36,8 +36,12 @@ export interface McpAuthStatusOptions {
   readonly timeoutMs?: number;
 }
 
-/** Whether the server's configuration carries its own authorization. */
-function configuredBearer(config: McpServerConfig): boolean {
+/**
+ * Whether the server's configuration carries its own authorization (a
+ * bearer token variable or an `Authorization` header): OAuth then does not
+ * apply, and a login would not help.
+ */
+export function configuredBearer(config: McpServerConfig): boolean {
   if (config.transport.type !== "streamable_http") return false;
   const t = config.transport;
   if (t.bearerTokenEnvVar !== null) return true;

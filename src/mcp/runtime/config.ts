@@ -74,6 +74,21 @@ export interface McpServerOAuthConfig {
    * where the authorization server supports client ID metadata documents.
    */
   readonly clientMetadataUrl: string | null;
+  /**
+   * `oauth.grant_type` (this runtime's key): `authorization_code` (a
+   * person logs in, the default) or `client_credentials` (a machine
+   * client: `client_id` with `client_secret` or `private_key_file`, tokens
+   * fetched without a login).
+   */
+  readonly grantType: "authorization_code" | "client_credentials";
+  /**
+   * `oauth.private_key_file` (this runtime's key): a PEM private key the
+   * client authenticates with (`private_key_jwt`) in the client-credentials
+   * grant.
+   */
+  readonly privateKeyFile: string | null;
+  /** `oauth.signing_algorithm`: the JWT algorithm of that key (default `RS256`). */
+  readonly signingAlgorithm: string | null;
 }
 
 /** One configured MCP server. */
@@ -266,6 +281,9 @@ function oauthConfig(
   let clientSecret: string | null = null;
   let callbackPort: number | null = null;
   let clientMetadataUrl: string | null = null;
+  let grantType: McpServerOAuthConfig["grantType"] = "authorization_code";
+  let privateKeyFile: string | null = null;
+  let signingAlgorithm: string | null = null;
   if (raw !== undefined) {
     if (!isTable(raw)) throw invalidType(raw, "struct McpServerOAuthConfig", at("oauth"));
     const field = <T>(key: string, read: (v: TomlValue, path: string) => T): T | null =>
@@ -274,6 +292,34 @@ function oauthConfig(
     clientSecret = field("client_secret", str);
     callbackPort = field("callback_port", u16);
     clientMetadataUrl = field("client_metadata_url", str);
+    privateKeyFile = field("private_key_file", str);
+    signingAlgorithm = field("signing_algorithm", str);
+    const grant = field("grant_type", str);
+    if (grant !== null) {
+      if (grant !== "authorization_code" && grant !== "client_credentials") {
+        throw new McpConfigError(
+          `unknown variant \`${grant}\`, expected \`authorization_code\` or \`client_credentials\``,
+          `${at("oauth")}.grant_type`,
+        );
+      }
+      grantType = grant;
+    }
+    if (grantType === "client_credentials") {
+      if (clientId === null) {
+        throw new McpConfigError("oauth.grant_type = \"client_credentials\" requires oauth.client_id", table);
+      }
+      if ((clientSecret === null) === (privateKeyFile === null)) {
+        throw new McpConfigError(
+          "oauth.grant_type = \"client_credentials\" requires one of oauth.client_secret and oauth.private_key_file",
+          table,
+        );
+      }
+    } else if (privateKeyFile !== null || signingAlgorithm !== null) {
+      throw new McpConfigError(
+        "oauth.private_key_file and oauth.signing_algorithm require oauth.grant_type = \"client_credentials\"",
+        table,
+      );
+    }
     field("callback_url", str);
     if (field("token_endpoint_auth_method", str) !== null) {
       throw new McpConfigError('oauth.token_endpoint_auth_method requires auth = "ema_auth"', table);
@@ -312,6 +358,9 @@ function oauthConfig(
     clientSecret,
     callbackPort,
     clientMetadataUrl,
+    grantType,
+    privateKeyFile,
+    signingAlgorithm,
   };
 }
 
@@ -323,6 +372,9 @@ const NO_OAUTH: McpServerOAuthConfig = {
   clientSecret: null,
   callbackPort: null,
   clientMetadataUrl: null,
+  grantType: "authorization_code",
+  privateKeyFile: null,
+  signingAlgorithm: null,
 };
 
 function envVars(value: TomlValue, path: string, table: string): Array<string | McpEnvVar> {

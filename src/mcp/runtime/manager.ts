@@ -25,6 +25,7 @@ import { type Logger, nullLogger } from "../../log/logger.ts";
 import { VERSION } from "../../version.ts";
 import { defaultConfigLocations } from "../../codex_config/layers.ts";
 import { loginCommand } from "../oauth/provider.ts";
+import { configuredBearer } from "../oauth/status.ts";
 import { credentialStoreFor, type McpAuthState, type McpOAuthOptions } from "../oauth/session.ts";
 import type { McpCredentialStore } from "../oauth/store.ts";
 import {
@@ -185,9 +186,10 @@ function describeError(config: McpServerConfig, error: unknown): string {
   if (
     error.message.startsWith(prefix) && typeof code === "number" && code >= 100 && code < 600
   ) {
-    return code === 401
-      ? `Auth required (HTTP 401): ${message}; run \`${loginCommand(config.name)}\` to log in`
-      : `HTTP ${code}: ${message}`;
+    if (code !== 401) return `HTTP ${code}: ${message}`;
+    return configuredBearer(config)
+      ? `Auth required (HTTP 401): ${message}`
+      : `Auth required (HTTP 401): ${message}; run \`${loginCommand(config.name)}\` to log in`;
   }
   return error.message;
 }
