@@ -24,7 +24,7 @@
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import { VERSION } from "../../version.ts";
 import { defaultConfigLocations } from "../../codex_config/layers.ts";
-import { loginCommand } from "../oauth/provider.ts";
+import { loginCommand, McpLoginRequiredError } from "../oauth/provider.ts";
 import { configuredBearer } from "../oauth/status.ts";
 import { credentialStoreFor, type McpAuthState, type McpOAuthOptions } from "../oauth/session.ts";
 import type { McpCredentialStore } from "../oauth/store.ts";
@@ -547,11 +547,34 @@ export class McpConnectionManager implements AsyncDisposable {
     let meta = options.meta as JsonObject | undefined;
     const sandbox = connection.sandboxStateMeta ? this.#options.sandboxState?.() : undefined;
     if (sandbox !== undefined) meta = { ...meta, [SANDBOX_STATE_META]: sandbox };
-    return await connection.callTool(target.tool, args, {
-      timeoutMs: options.timeoutMs ?? entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
-      ...(meta !== undefined ? { meta } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
+    return await this.#guarded(entry, connection, () =>
+      connection.callTool(target.tool, args, {
+        timeoutMs: options.timeoutMs ?? entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+        ...(meta !== undefined ? { meta } : {}),
+        ...(options.signal ? { signal: options.signal } : {}),
+      })
+    );
+  }
+
+  /**
+   * Runs a request of a ready server. When its login is gone for good (the
+   * refresh refused, nobody to ask), the server becomes `failed` with how
+   * to log in — later calls fail at once instead of asking again.
+   */
+  async #guarded<T>(entry: Entry, connection: ServerConnection, request: () => Promise<T>): Promise<T> {
+    try {
+      return await request();
+    } catch (error) {
+      if (error instanceof McpLoginRequiredError && entry.connection === connection) {
+        entry.auth = connection.authState;
+        entry.connection = null;
+        this.#logger.warn("mcp.login_required", { server: entry.config.name });
+        this.#set(entry, "failed", error.message);
+        this.#toolsChanged();
+        void connection.close();
+      }
+      throw error;
+    }
   }
 
   async #request(
@@ -561,10 +584,12 @@ export class McpConnectionManager implements AsyncDisposable {
     signal?: AbortSignal,
   ): Promise<JsonObject> {
     const { entry, connection } = await this.#connection(server);
-    return await connection.request(method, params, {
-      timeoutMs: entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
-      ...(signal ? { signal } : {}),
-    });
+    return await this.#guarded(entry, connection, () =>
+      connection.request(method, params, {
+        timeoutMs: entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+        ...(signal ? { signal } : {}),
+      })
+    );
   }
 
   /** `resources/list` of one server (one page; pass `cursor` for the next). */
