@@ -19,6 +19,28 @@
  * for (const tool of manager.listTools()) console.log(tool.qualifiedName);
  * ```
  *
+ * @example Log in to an OAuth server once; the runtime then uses and refreshes its tokens
+ * ```ts ignore
+ * import {
+ *   credentialStoreFor,
+ *   loadMcpRuntimeConfig,
+ *   loginMcpServer,
+ *   McpConnectionManager,
+ * } from "jsr:@org/exec-server/mcp";
+ *
+ * const codexHome = `${Deno.env.get("HOME")}/.codex`;
+ * const { servers, oauth } = await loadMcpRuntimeConfig({ codexHome });
+ * const store = credentialStoreFor(codexHome, oauth);
+ * await loginMcpServer({
+ *   server: servers.find((s) => s.name === "linear")!,
+ *   settings: oauth,
+ *   store,
+ *   openUrl: (url) => console.log(`Open ${url} to sign in`),
+ * });
+ * await using manager = McpConnectionManager.start({ servers, codexHome, oauth: { settings: oauth } });
+ * await manager.startupComplete;
+ * ```
+ *
  * @example Model-visible tool names
  * ```ts
  * import { qualifyToolNames } from "jsr:@org/exec-server/mcp";
@@ -71,13 +93,53 @@ export {
   DEFAULT_TOOL_TIMEOUT_MS,
   LOCAL_ENVIRONMENT_ID,
   McpConfigError,
+  type McpCredentialsStoreMode,
+  type McpOAuthSettings,
   type McpServerConfig,
+  type McpServerOAuthConfig,
   type McpTransportConfig,
+  parseMcpOAuthSettings,
   parseMcpServerConfig,
   parseMcpServers,
   toolAllowed,
 } from "./src/mcp/runtime/config.ts";
-export { loadMcpServerConfigs, type LoadMcpServersOptions } from "./src/mcp/runtime/load.ts";
+export {
+  loadMcpRuntimeConfig,
+  loadMcpServerConfigs,
+  type LoadMcpServersOptions,
+  type McpRuntimeConfig,
+} from "./src/mcp/runtime/load.ts";
+export {
+  McpCredentialsFileError,
+  mcpCredentialsKey,
+  McpCredentialStore,
+  type StoredMcpCredentials,
+} from "./src/mcp/oauth/store.ts";
+export {
+  loginCommand,
+  type McpClientRegistration,
+  McpLoginRequiredError,
+  REFRESH_MARGIN_MS,
+} from "./src/mcp/oauth/provider.ts";
+export {
+  credentialStoreFor,
+  DEFAULT_LOGIN_TIMEOUT_MS,
+  type McpAuthorizationRequest,
+  type McpAuthState,
+  type McpOAuthOptions,
+} from "./src/mcp/oauth/session.ts";
+export { loginMcpServer, logoutMcpServer, type McpLoginOptions } from "./src/mcp/oauth/login.ts";
+export {
+  type McpAuthStatus,
+  mcpAuthStatus,
+  type McpAuthStatusOptions,
+} from "./src/mcp/oauth/status.ts";
+export {
+  OAuthAuthorizationDenied,
+  oauthCallbackId,
+  OAuthCallbackListener,
+  type OAuthCallbackOptions,
+} from "./src/mcp/oauth/callback.ts";
 export {
   type McpEnvironmentTarget,
   type McpPlacement,

@@ -122,7 +122,9 @@ export async function runMcpLogin(
   }
   if (!httpServer(server, "login")) return 1;
   const registration = registrationFlag(flags.registration);
-  const timeoutMs = flags.timeout === undefined ? undefined : parseDuration("timeout", flags.timeout);
+  const timeoutMs = flags.timeout === undefined
+    ? undefined
+    : parseDuration("timeout", flags.timeout);
   const scopes = flags.scopes?.split(",").map((s) => s.trim()).filter((s) => s !== "");
   const opener = flags.browserCommand !== undefined
     ? splitCommand(flags.browserCommand)
@@ -154,7 +156,9 @@ export async function runMcpLogin(
           await Deno.stdout.write(new TextEncoder().encode("Callback URL (input hidden): "));
           return;
         }
-        await printLine(`Authorize \`${server.name}\` by opening this URL in your browser:\n${url.href}`);
+        await printLine(
+          `Authorize \`${server.name}\` by opening this URL in your browser:\n${url.href}`,
+        );
         if (opener) launch(opener, url);
       },
       ...(flags.noBrowser ? { pastedCallbacks: pastedLines() } : {}),

@@ -9,7 +9,7 @@
 import type { ConnectOptions } from "../client/client.ts";
 import type { McpServerConfig } from "../mcp/runtime/config.ts";
 import { loadMcpRuntimeConfig, type McpRuntimeConfig } from "../mcp/runtime/load.ts";
-import { AUTH_STATUS_LABELS, mcpAuthStatus, type McpAuthStatus } from "../mcp/oauth/status.ts";
+import { AUTH_STATUS_LABELS, type McpAuthStatus, mcpAuthStatus } from "../mcp/oauth/status.ts";
 import { credentialStoreFor } from "../mcp/oauth/session.ts";
 import { runMcpLogin, runMcpLogout } from "./mcp_login_cmd.ts";
 import { McpConnectionManager, type McpStatusEvent } from "../mcp/runtime/manager.ts";
@@ -261,11 +261,13 @@ export async function runMcpServers(args: string[]): Promise<number> {
     try {
       store = credentialStoreFor(codexHome, runtime.oauth);
     } catch { /* every HTTP server's auth is then unknown */ }
-    const auth = await Promise.all(servers.map((s) =>
-      s.problem ? "unknown" as const : store
-        ? mcpAuthStatus(s, { store })
-        : Promise.resolve(s.transport.type === "stdio" ? "unsupported" as const : "unknown" as const)
-    ));
+    const auth = await Promise.all(
+      servers.map((s) =>
+        s.problem ? "unknown" as const : store ? mcpAuthStatus(s, { store }) : Promise.resolve(
+          s.transport.type === "stdio" ? "unsupported" as const : "unknown" as const,
+        )
+      ),
+    );
     if (json) {
       await printLine(JSON.stringify(servers.map((s, i) => describe(s, auth[i]!)), null, 2));
     } else if (servers.length === 0) await printLine("No MCP servers configured.");

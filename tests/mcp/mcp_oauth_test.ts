@@ -12,7 +12,7 @@ import { referenceBin } from "../helpers/reference.ts";
 import { type OAuthMcpServer, startOAuthMcpServer } from "../fixtures/oauth_mcp_server.ts";
 import { parseMcpServerConfig } from "../../src/mcp/runtime/config.ts";
 import { McpConnectionManager } from "../../src/mcp/runtime/manager.ts";
-import { McpCredentialStore, mcpCredentialsKey } from "../../src/mcp/oauth/store.ts";
+import { mcpCredentialsKey, McpCredentialStore } from "../../src/mcp/oauth/store.ts";
 import {
   CALLBACK_INVALID_TEXT,
   CALLBACK_SUCCESS_TEXT,
@@ -110,11 +110,16 @@ Deno.test("mcp oauth CLI: login with --browser-command, call, list, status, logo
     assertEquals(authorize.params.code_challenge_method, "S256");
     assertEquals(authorize.params.resource, server.url);
     assert(
-      /^http:\/\/127\.0\.0\.1:\d+\/callback\/[A-Za-z0-9_-]{12}$/.test(authorize.params.redirect_uri!),
+      /^http:\/\/127\.0\.0\.1:\d+\/callback\/[A-Za-z0-9_-]{12}$/.test(
+        authorize.params.redirect_uri!,
+      ),
       authorize.params.redirect_uri,
     );
     const token = server.log.find((e) => e.route === "POST /token")!;
-    assertEquals([token.params.grant_type, token.params.resource], ["authorization_code", server.url]);
+    assertEquals([token.params.grant_type, token.params.resource], [
+      "authorization_code",
+      server.url,
+    ]);
 
     // Codex's file, mode 0600, keyed by name and URL; the entry's shape.
     assertEquals((await Deno.stat(`${home}/.credentials.json`)).mode! & 0o777, 0o600);
@@ -129,7 +134,10 @@ Deno.test("mcp oauth CLI: login with --browser-command, call, list, status, logo
       "server_name",
       "server_url",
     ]);
-    assertEquals([entry.access_token, entry.scopes], [server.issued.at(-1), ["mcp:read", "mcp:write"]]);
+    assertEquals([entry.access_token, entry.scopes], [server.issued.at(-1), [
+      "mcp:read",
+      "mcp:write",
+    ]]);
 
     const call = await cli(["call", "srv", "whoami", "--quiet"], home);
     assertEquals([call.code, call.stdout.trim()], [0, "scope: mcp:read mcp:write"], call.stderr);
@@ -138,8 +146,14 @@ Deno.test("mcp oauth CLI: login with --browser-command, call, list, status, logo
     const status = await cli(["status", "--json", "--quiet"], home);
     assertEquals(JSON.parse(status.stdout)[0].auth, "oauth");
     for (const out of [list, status, call, login]) {
-      assert(!(out.stdout + out.stderr).includes(String(entry.access_token)), "a token was printed");
-      assert(!(out.stdout + out.stderr).includes(String(entry.refresh_token)), "a token was printed");
+      assert(
+        !(out.stdout + out.stderr).includes(String(entry.access_token)),
+        "a token was printed",
+      );
+      assert(
+        !(out.stdout + out.stderr).includes(String(entry.refresh_token)),
+        "a token was printed",
+      );
     }
 
     const out1 = await cli(["logout", "srv"], home);
@@ -159,7 +173,17 @@ Deno.test("mcp oauth CLI: --no-browser takes the pasted callback URL; a timeout 
   );
   try {
     const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", CLI, "mcp-servers", "login", "srv", "--no-browser", "--config-home", home],
+      args: [
+        "run",
+        "-A",
+        CLI,
+        "mcp-servers",
+        "login",
+        "srv",
+        "--no-browser",
+        "--config-home",
+        home,
+      ],
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",
@@ -171,13 +195,18 @@ Deno.test("mcp oauth CLI: --no-browser takes the pasted callback URL; a timeout 
       if (done) break;
       seen += value;
     }
-    assert(seen.startsWith("Authorize the MCP server by opening this URL in your browser:\n"), seen);
+    assert(
+      seen.startsWith("Authorize the MCP server by opening this URL in your browser:\n"),
+      seen,
+    );
     const url = seen.split("\n")[1]!;
     // The browser ran elsewhere: the redirect's target is pasted back.
     const redirect = await fetch(url, { redirect: "manual" });
     await redirect.body?.cancel();
     const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode("not a url\n" + redirect.headers.get("location") + "\n"));
+    await writer.write(
+      new TextEncoder().encode("not a url\n" + redirect.headers.get("location") + "\n"),
+    );
     await writer.close();
     while (true) {
       const { value, done } = await reader.read();
@@ -188,7 +217,10 @@ Deno.test("mcp oauth CLI: --no-browser takes the pasted callback URL; a timeout 
     const stderr = await new Response(child.stderr).text();
     assertEquals(status.code, 0, stderr);
     assert(seen.includes("Successfully logged in to MCP server 'srv'."), seen);
-    assertEquals(stored(home)[mcpCredentialsKey("srv", server.url)]!.access_token, server.issued.at(-1));
+    assertEquals(
+      stored(home)[mcpCredentialsKey("srv", server.url)]!.access_token,
+      server.issued.at(-1),
+    );
 
     const late = await cli(["login", "srv", "--browser-command", "true", "--timeout", "1s"], home);
     assertEquals(late.code, 1);
@@ -213,47 +245,51 @@ Deno.test("mcp oauth CLI: --no-browser takes the pasted callback URL; a timeout 
   }
 });
 
-Deno.test("mcp oauth: one login serves both — codex mcp login then our call; our login then codex mcp list", {
-  ignore: referenceBin() === null,
-}, async () => {
-  await using server = await startOAuthMcpServer();
-  const toml = `[mcp_servers.srv]\nurl = "${server.url}"\n`;
-  const theirs = await homeWith(toml);
-  const ours = await homeWith(toml);
-  const opener = `${theirs}/open.sh`;
-  await Deno.writeTextFile(opener, `#!/bin/sh\n${FOLLOW} "$1" &\n`);
-  await Deno.chmod(opener, 0o755);
-  try {
-    // The reference opens "the browser" through $BROWSER.
-    const codexLogin = await new Deno.Command(referenceBin()!, {
-      args: ["mcp", "login", "srv"],
-      env: { CODEX_HOME: theirs, BROWSER: opener },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    assertEquals(codexLogin.code, 0, new TextDecoder().decode(codexLogin.stderr));
-    const call = await cli(["call", "srv", "whoami", "--quiet"], theirs);
-    assertEquals([call.code, call.stdout.trim()], [0, "scope: mcp:read mcp:write"], call.stderr);
+Deno.test(
+  "mcp oauth: one login serves both — codex mcp login then our call; our login then codex mcp list",
+  {
+    ignore: referenceBin() === null,
+  },
+  async () => {
+    await using server = await startOAuthMcpServer();
+    const toml = `[mcp_servers.srv]\nurl = "${server.url}"\n`;
+    const theirs = await homeWith(toml);
+    const ours = await homeWith(toml);
+    const opener = `${theirs}/open.sh`;
+    await Deno.writeTextFile(opener, `#!/bin/sh\n${FOLLOW} "$1" &\n`);
+    await Deno.chmod(opener, 0o755);
+    try {
+      // The reference opens "the browser" through $BROWSER.
+      const codexLogin = await new Deno.Command(referenceBin()!, {
+        args: ["mcp", "login", "srv"],
+        env: { CODEX_HOME: theirs, BROWSER: opener },
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      assertEquals(codexLogin.code, 0, new TextDecoder().decode(codexLogin.stderr));
+      const call = await cli(["call", "srv", "whoami", "--quiet"], theirs);
+      assertEquals([call.code, call.stdout.trim()], [0, "scope: mcp:read mcp:write"], call.stderr);
 
-    const login = await cli(["login", "srv", "--browser-command", FOLLOW], ours);
-    assertEquals(login.code, 0, login.stderr);
-    const list = await new Deno.Command(referenceBin()!, {
-      args: ["mcp", "list", "--json"],
-      env: { CODEX_HOME: ours },
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const listed = JSON.parse(new TextDecoder().decode(list.stdout)) as Array<
-      { name: string; auth_status: string }
-    >;
-    assertEquals(listed.map((s) => [s.name, s.auth_status]), [["srv", "o_auth"]]);
-  } finally {
-    await Deno.remove(theirs, { recursive: true });
-    await Deno.remove(ours, { recursive: true });
-  }
-});
+      const login = await cli(["login", "srv", "--browser-command", FOLLOW], ours);
+      assertEquals(login.code, 0, login.stderr);
+      const list = await new Deno.Command(referenceBin()!, {
+        args: ["mcp", "list", "--json"],
+        env: { CODEX_HOME: ours },
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const listed = JSON.parse(new TextDecoder().decode(list.stdout)) as Array<
+        { name: string; auth_status: string }
+      >;
+      assertEquals(listed.map((s) => [s.name, s.auth_status]), [["srv", "o_auth"]]);
+    } finally {
+      await Deno.remove(theirs, { recursive: true });
+      await Deno.remove(ours, { recursive: true });
+    }
+  },
+);
 
 Deno.test("mcp oauth: a token about to expire is refreshed before use, the new pair stored", async () => {
   // Tokens live 30 s, inside the refresh margin: the first use refreshes.
@@ -265,9 +301,14 @@ Deno.test("mcp oauth: a token about to expire is refreshed before use, the new p
     await using m = manager(server, home);
     const summary = await m.startupComplete;
     assertEquals(summary.failed, []);
-    assert(routes(server, "grant_type").includes("POST /token refresh_token"), routes(server).join());
+    assert(
+      routes(server, "grant_type").includes("POST /token refresh_token"),
+      routes(server).join(),
+    );
     const after = stored(home)[mcpCredentialsKey("srv", server.url)]!;
-    assert(after.access_token !== first.access_token && after.refresh_token !== first.refresh_token);
+    assert(
+      after.access_token !== first.access_token && after.refresh_token !== first.refresh_token,
+    );
     assertEquals(after.access_token, server.issued.at(-1));
     const result = await m.callTool({ server: "srv", tool: "whoami" }, {});
     assertEquals(result.content, [{ type: "text", text: "scope: mcp:read mcp:write" }]);
@@ -283,13 +324,17 @@ Deno.test("mcp oauth: a token revoked mid-session is refreshed and the call retr
     await login(server, home);
     await using m = manager(server, home);
     assertEquals((await m.startupComplete).failed, []);
-    const refreshes = () => routes(server, "grant_type").filter((r) => r === "POST /token refresh_token").length;
+    const refreshes = () =>
+      routes(server, "grant_type").filter((r) => r === "POST /token refresh_token").length;
     assertEquals(refreshes(), 0);
     server.expireAccessTokens();
     const result = await m.callTool({ server: "srv", tool: "whoami" }, {});
     assertEquals(result.content, [{ type: "text", text: "scope: mcp:read mcp:write" }]);
     assertEquals(refreshes(), 1);
-    assertEquals(stored(home)[mcpCredentialsKey("srv", server.url)]!.access_token, server.issued.at(-1));
+    assertEquals(
+      stored(home)[mcpCredentialsKey("srv", server.url)]!.access_token,
+      server.issued.at(-1),
+    );
 
     server.expireAccessTokens();
     server.refuseRefresh = true;
@@ -333,7 +378,9 @@ Deno.test("mcp oauth: step-up — a 403 insufficient_scope asks again with the w
     assertEquals((await m.startupComplete).failed, []);
     const result = await m.callTool({ server: "srv", tool: "whoami" }, {});
     assertEquals(result.content, [{ type: "text", text: "scope: mcp:read mcp:admin" }]);
-    const scopes = server.log.filter((e) => e.route === "GET /authorize").map((e) => e.params.scope);
+    const scopes = server.log.filter((e) => e.route === "GET /authorize").map((e) =>
+      e.params.scope
+    );
     assertEquals(scopes, ["mcp:read", "mcp:read mcp:admin"]);
   } finally {
     await Deno.remove(home, { recursive: true });
@@ -349,7 +396,9 @@ Deno.test("mcp oauth: a credentials file that does not parse fails that server n
     await Deno.writeTextFile(`${home}/.credentials.json`, "{not json");
     const status = await cli(["status", "--json", "--quiet"], home);
     assertEquals(status.code, 1);
-    const states = JSON.parse(status.stdout) as Array<{ name: string; state: string; error?: string }>;
+    const states = JSON.parse(status.stdout) as Array<
+      { name: string; state: string; error?: string }
+    >;
     assertEquals(states.map((s) => [s.name, s.state]), [["srv", "failed"], ["tiny", "ready"]]);
     assert(
       states[0]!.error!.includes(`failed to parse credentials file at ${home}/.credentials.json`),
@@ -411,7 +460,8 @@ Deno.test("mcp oauth: the callback listener answers only its path with the state
 });
 
 Deno.test("mcp-servers with a bad entry beside two good servers: the bad one fails with its error, the others run", async () => {
-  const tiny = `command = "${Deno.execPath()}"\nargs = ["run", "-A", "--no-config", "${ROOT}tests/fixtures/mcp_tiny_server.ts"]\n`;
+  const tiny =
+    `command = "${Deno.execPath()}"\nargs = ["run", "-A", "--no-config", "${ROOT}tests/fixtures/mcp_tiny_server.ts"]\n`;
   const home = await homeWith(
     `[mcp_servers.one]\n${tiny}[mcp_servers."bad.name"]\n${tiny}[mcp_servers.two]\n${tiny}`,
   );
@@ -431,7 +481,9 @@ Deno.test("mcp-servers with a bad entry beside two good servers: the bad one fai
     ]);
     const status = await cli(["status", "--json", "--quiet"], home);
     assertEquals(status.code, 1);
-    const states = JSON.parse(status.stdout) as Array<{ name: string; state: string; error?: string }>;
+    const states = JSON.parse(status.stdout) as Array<
+      { name: string; state: string; error?: string }
+    >;
     assertEquals(states.map((s) => [s.name, s.state, s.error ?? null]), [
       ["one", "ready", null],
       ["bad.name", "failed", error],

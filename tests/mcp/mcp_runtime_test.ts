@@ -1085,7 +1085,11 @@ enabled = false
       { name: string; state: string; error?: string }
     >;
     assertEquals(badStates.map((s) => [s.name, s.state, s.error ?? null]), [
-      ["here", "failed", "invalid type: integer `5`, expected a sequence\nin `mcp_servers.here.args`"],
+      [
+        "here",
+        "failed",
+        "invalid type: integer `5`, expected a sequence\nin `mcp_servers.here.args`",
+      ],
       ["there", "failed", states[1]!.error],
       ["off", "disabled", null],
     ]);

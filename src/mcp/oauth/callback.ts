@@ -108,19 +108,18 @@ export class OAuthCallbackListener implements AsyncDisposable {
     const loopbackBase = base !== null && base.protocol === "http:" &&
       ["127.0.0.1", "localhost", "[::1]"].includes(base.hostname);
     const port = options.port ?? (loopbackBase && base!.port !== "" ? Number(base!.port) : 0);
-    const path = base
-      ? `${base.pathname.replace(/\/+$/, "")}/${id}`
-      : `/callback/${id}`;
-    let listener!: OAuthCallbackListener;
+    const path = base ? `${base.pathname.replace(/\/+$/, "")}/${id}` : `/callback/${id}`;
+    // The handler needs the listener, which needs the server's port.
+    const self: { listener?: OAuthCallbackListener } = {};
     const server = Deno.serve(
       { hostname: "127.0.0.1", port, onListen() {} },
-      (request) => listener.#handle(request),
+      (request) => self.listener!.#handle(request),
     );
     const redirectUrl = base
       ? `${base.origin}${path}`
       : `http://127.0.0.1:${server.addr.port}${path}`;
-    listener = new OAuthCallbackListener(server, new URL(redirectUrl).pathname, redirectUrl);
-    return listener;
+    self.listener = new OAuthCallbackListener(server, new URL(redirectUrl).pathname, redirectUrl);
+    return self.listener;
   }
 
   /** The port listened on. */

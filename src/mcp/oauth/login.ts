@@ -86,7 +86,10 @@ async function challenge(
   try {
     response = await fetchFn(url, {
       method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      },
       body: JSON.stringify({
         jsonrpc: "2.0",
         id: 0,
@@ -172,7 +175,9 @@ export async function loginMcpServer(options: McpLoginOptions): Promise<StoredMc
   );
   void pasting;
   if (await auth.auth(provider, { ...params, authorizationCode: code }) !== "AUTHORIZED") {
-    throw new Error(`MCP server \`${options.server.name}\`: the authorization code was not accepted`);
+    throw new Error(
+      `MCP server \`${options.server.name}\`: the authorization code was not accepted`,
+    );
   }
   return provider.stored!;
 }

@@ -90,7 +90,10 @@ export type McpOAuthTokenState = "valid" | "refreshable" | "expired" | "none";
 const NO_REDIRECT = "http://127.0.0.1/callback";
 
 function randomState(): string {
-  return crypto.getRandomValues(new Uint8Array(16)).toBase64({ alphabet: "base64url", omitPadding: true });
+  return crypto.getRandomValues(new Uint8Array(16)).toBase64({
+    alphabet: "base64url",
+    omitPadding: true,
+  });
 }
 
 /** The SDK's `OAuthClientProvider` for one server, backed by the credential store. */

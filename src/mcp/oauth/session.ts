@@ -193,7 +193,9 @@ export class McpOAuthSession {
   ): Promise<void> {
     const state = this.provider.pendingState;
     if (!this.#listener || state === undefined) {
-      throw new Error(`no OAuth authorization of MCP server \`${this.provider.serverName}\` is under way`);
+      throw new Error(
+        `no OAuth authorization of MCP server \`${this.provider.serverName}\` is under way`,
+      );
     }
     const code = await this.#listener.waitForCode(state, this.#timeoutMs, signal);
     await finish(code);

@@ -306,26 +306,35 @@ function oauthConfig(
     }
     if (grantType === "client_credentials") {
       if (clientId === null) {
-        throw new McpConfigError("oauth.grant_type = \"client_credentials\" requires oauth.client_id", table);
+        throw new McpConfigError(
+          'oauth.grant_type = "client_credentials" requires oauth.client_id',
+          table,
+        );
       }
       if ((clientSecret === null) === (privateKeyFile === null)) {
         throw new McpConfigError(
-          "oauth.grant_type = \"client_credentials\" requires one of oauth.client_secret and oauth.private_key_file",
+          'oauth.grant_type = "client_credentials" requires one of oauth.client_secret and oauth.private_key_file',
           table,
         );
       }
     } else if (privateKeyFile !== null || signingAlgorithm !== null) {
       throw new McpConfigError(
-        "oauth.private_key_file and oauth.signing_algorithm require oauth.grant_type = \"client_credentials\"",
+        'oauth.private_key_file and oauth.signing_algorithm require oauth.grant_type = "client_credentials"',
         table,
       );
     }
     field("callback_url", str);
     if (field("token_endpoint_auth_method", str) !== null) {
-      throw new McpConfigError('oauth.token_endpoint_auth_method requires auth = "ema_auth"', table);
+      throw new McpConfigError(
+        'oauth.token_endpoint_auth_method requires auth = "ema_auth"',
+        table,
+      );
     }
     if (field("authorization_server_issuer", str) !== null) {
-      throw new McpConfigError('oauth.authorization_server_issuer requires auth = "ema_auth"', table);
+      throw new McpConfigError(
+        'oauth.authorization_server_issuer requires auth = "ema_auth"',
+        table,
+      );
     }
     if (clientSecret !== null && clientId === null) {
       throw new McpConfigError("oauth.client_secret requires oauth.client_id", table);
@@ -501,7 +510,14 @@ function invalidServer(name: string, value: TomlValue, problem: McpConfigError):
       httpHeaders: null,
       envHttpHeaders: null,
     }
-    : { type: "stdio", command: text("command") ?? "", args: [], env: null, envVars: [], cwd: null };
+    : {
+      type: "stdio",
+      command: text("command") ?? "",
+      args: [],
+      env: null,
+      envVars: [],
+      cwd: null,
+    };
   return {
     name,
     transport,

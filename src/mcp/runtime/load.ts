@@ -10,8 +10,8 @@ import { defaultConfigLocations } from "../../codex_config/layers.ts";
 import { loadEffectiveConfig } from "../../codex_config/effective.ts";
 import {
   type McpOAuthSettings,
-  parseMcpOAuthSettings,
   type McpServerConfig,
+  parseMcpOAuthSettings,
   parseMcpServers,
 } from "./config.ts";
 

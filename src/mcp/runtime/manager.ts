@@ -552,8 +552,7 @@ export class McpConnectionManager implements AsyncDisposable {
         timeoutMs: options.timeoutMs ?? entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
         ...(meta !== undefined ? { meta } : {}),
         ...(options.signal ? { signal: options.signal } : {}),
-      })
-    );
+      }));
   }
 
   /**
@@ -561,7 +560,11 @@ export class McpConnectionManager implements AsyncDisposable {
    * refresh refused, nobody to ask), the server becomes `failed` with how
    * to log in — later calls fail at once instead of asking again.
    */
-  async #guarded<T>(entry: Entry, connection: ServerConnection, request: () => Promise<T>): Promise<T> {
+  async #guarded<T>(
+    entry: Entry,
+    connection: ServerConnection,
+    request: () => Promise<T>,
+  ): Promise<T> {
     try {
       return await request();
     } catch (error) {
@@ -588,8 +591,7 @@ export class McpConnectionManager implements AsyncDisposable {
       connection.request(method, params, {
         timeoutMs: entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
         ...(signal ? { signal } : {}),
-      })
-    );
+      }));
   }
 
   /** `resources/list` of one server (one page; pass `cursor` for the next). */

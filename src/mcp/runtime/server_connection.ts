@@ -384,14 +384,17 @@ export class ServerConnection {
     callback: ((request: McpServerRequest) => Promise<JsonObject> | JsonObject) | undefined,
   ): void {
     if (!callback) return;
-    client.setRequestHandler(schema, (request, extra) =>
-      this.#whileHarnessWaits(async () =>
-        await callback({
-          server: this.#config.name,
-          params: (request.params ?? {}) as JsonObject,
-          signal: extra.signal,
-        }) as never
-      ));
+    client.setRequestHandler(
+      schema,
+      (request, extra) =>
+        this.#whileHarnessWaits(async () =>
+          await callback({
+            server: this.#config.name,
+            params: (request.params ?? {}) as JsonObject,
+            signal: extra.signal,
+          }) as never
+        ),
+    );
   }
 
   async #listTools(
@@ -477,23 +480,28 @@ export class ServerConnection {
     params: JsonObject,
     options: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<JsonObject> {
-    return this.#timed(method, options.timeoutMs, options.signal, (signal) =>
-      this.#authorized(async () => {
-      const opts = { signal, timeout: NO_SDK_TIMEOUT };
-      const c = this.#client;
-      switch (method) {
-        case "resources/list":
-          return await c.listResources(params, opts) as JsonObject;
-        case "resources/templates/list":
-          return await c.listResourceTemplates(params, opts) as JsonObject;
-        case "resources/read":
-          return await c.readResource(params as { uri: string }, opts) as JsonObject;
-        case "prompts/list":
-          return await c.listPrompts(params, opts) as JsonObject;
-        case "prompts/get":
-          return await c.getPrompt(params as { name: string }, opts) as JsonObject;
-      }
-    }, signal));
+    return this.#timed(
+      method,
+      options.timeoutMs,
+      options.signal,
+      (signal) =>
+        this.#authorized(async () => {
+          const opts = { signal, timeout: NO_SDK_TIMEOUT };
+          const c = this.#client;
+          switch (method) {
+            case "resources/list":
+              return await c.listResources(params, opts) as JsonObject;
+            case "resources/templates/list":
+              return await c.listResourceTemplates(params, opts) as JsonObject;
+            case "resources/read":
+              return await c.readResource(params as { uri: string }, opts) as JsonObject;
+            case "prompts/list":
+              return await c.listPrompts(params, opts) as JsonObject;
+            case "prompts/get":
+              return await c.getPrompt(params as { name: string }, opts) as JsonObject;
+          }
+        }, signal),
+    );
   }
 
   /** Closes the client and the transport (stopping the server). */
