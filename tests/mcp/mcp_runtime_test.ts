@@ -28,6 +28,7 @@ import {
   eventually,
   freePort,
   isDead,
+  memoryLogger,
   ourStdioCommand,
   ROOT,
   waitFor,
@@ -1190,5 +1191,60 @@ Deno.test("mcp manager: sampling requests reach the harness callback; without on
   } finally {
     await manager.shutdown();
     await plain.shutdown();
+  }
+});
+
+Deno.test("mcp manager: startup durations reported, Codex's sandbox-state metadata where declared, a failed start still offers its cached tools", async () => {
+  const dir = await Deno.makeTempDir();
+  const failFile = `${dir}/fail`;
+  const declares = tiny("box", {}, {
+    TINY_FAIL_FILE: failFile,
+    TINY_EXPERIMENTAL: JSON.stringify({ "codex/sandbox-state-meta": {} }),
+  });
+  const plain = tiny("plain");
+  const sandbox = { sandboxPolicy: { type: "workspace-write" }, sandboxCwd: "/w" };
+  try {
+    const { logger, lines } = memoryLogger("info");
+    {
+      await using m = McpConnectionManager.start({
+        servers: [declares, plain],
+        codexHome: dir,
+        sandboxState: () => sandbox,
+        logger,
+      });
+      assertEquals((await m.startupComplete).failed, []);
+      const [box, other] = m.status();
+      assertEquals([box!.sandboxStateMeta, other!.sandboxStateMeta], [true, false]);
+      for (const s of [box!, other!]) {
+        assert(typeof s.startupMs === "number" && s.startupMs >= 0, JSON.stringify(s));
+        assert(typeof s.firstListMs === "number" && s.firstListMs >= 0, JSON.stringify(s));
+      }
+      const started = lines.map((l) => JSON.parse(l)).filter((e) =>
+        e.event === "mcp.server_started"
+      );
+      assertEquals(started.map((e) => [e.server, e.sandbox_state_meta]).sort(), [
+        ["box", true],
+        ["plain", false],
+      ]);
+      assert(started.every((e) => typeof e.startup_ms === "number"));
+      // Only the server that declared it gets the harness's sandbox state.
+      const meta = JSON.parse(textOf(await m.callTool("mcp__box__meta", {}, { meta: { k: 1 } })));
+      assertEquals(meta, { k: 1, "codex/sandbox-state-meta": sandbox });
+      assertEquals(JSON.parse(textOf(await m.callTool("mcp__plain__meta", {}))), null);
+    }
+    // Now the server fails at start: its cached tools are still offered, marked.
+    await Deno.writeTextFile(failFile, "");
+    await using m = McpConnectionManager.start({ servers: [declares], codexHome: dir });
+    const summary = await m.startupComplete;
+    assertEquals(summary.failed.map((f) => f.server), ["box"]);
+    const [status] = m.status();
+    assertEquals([status!.state, status!.fromCache], ["failed", true]);
+    assert(status!.toolCount > 0);
+    const tools = m.listTools();
+    assert(tools.length > 0 && tools.every((t) => t.fromCache), JSON.stringify(tools));
+    assert(tools.some((t) => t.qualifiedName === "mcp__box__echo"));
+    await assertRejects(() => m.callTool("mcp__box__echo", {}), Error, "MCP client for `box`");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });
