@@ -28,11 +28,16 @@ const dial = (host: string, port: number, label: string) =>
 /**
  * A refused connection is reset once the proxy has said no: bash usually
  * has its connection by then (and cat reads the reset), but a program not
- * yet scheduled again sees the reset as connect's own error. One text for both.
+ * yet scheduled again sees the reset as connect's own error, and one
+ * scheduled between the two sees it as printf's write error. One text for
+ * all three.
  */
 function resets(text: string): string {
   return text.replace(
     /bash: connect: Connection reset by peer\nbash: line 1: \/dev\/tcp\/[^\n]*: Connection reset by peer\n/g,
+    "cat: -: Connection reset by peer\n",
+  ).replace(
+    /bash: line 1: printf: write error: Connection reset by peer\n/g,
     "cat: -: Connection reset by peer\n",
   );
 }
