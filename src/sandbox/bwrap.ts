@@ -41,6 +41,7 @@ const FIX =
   "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)";
 
 let support: SandboxSupport | null = null;
+let probing: Promise<SandboxSupport> | null = null;
 
 /**
  * Finds bwrap (`EXEC_SERVER_BWRAP`, else `PATH`) and checks once that it can
@@ -48,28 +49,72 @@ let support: SandboxSupport | null = null;
  */
 export function sandboxSupport(): SandboxSupport {
   if (support) return support;
+  return (support = withPermissions(() => {
+    const probe = probeCommand();
+    if ("result" in probe) return probe.result;
+    try {
+      return verdict(probe, probe.command.outputSync());
+    } catch (error) {
+      return cannotRun(probe, error);
+    }
+  }));
+}
+
+/**
+ * The same check without blocking: a server's start runs it while its
+ * modules still load (`sandboxSupport()` then answers at once).
+ */
+export function probeSandboxSupport(): Promise<SandboxSupport> {
+  if (support) return Promise.resolve(support);
+  probing ??= (async () => {
+    const found = withPermissions(() => {
+      const probe = probeCommand();
+      return "result" in probe ? probe.result : probe;
+    });
+    if ("available" in found) return (support ??= found);
+    let result: SandboxSupport;
+    try {
+      result = verdict(found, await found.command.output());
+    } catch (error) {
+      result = cannotRun(found, error);
+    }
+    return (support ??= result);
+  })();
+  return probing;
+}
+
+/** `fn`, or why sandboxing is out of reach with fewer Deno permissions than it needs. */
+function withPermissions<T>(fn: () => T | SandboxSupport): T | SandboxSupport {
   try {
-    return probeSupport();
+    return fn();
   } catch (error) {
-    // Run with fewer Deno permissions than a sandbox needs: say which.
     if (!(error instanceof Deno.errors.NotCapable)) throw error;
-    return (support = {
+    return {
       available: false,
       bwrap: null,
       sh: null,
       reason: `sandboxing needs more Deno permissions (${error.message})`,
-    });
+    };
   }
 }
 
-function probeSupport(): SandboxSupport {
+interface Probe {
+  readonly bwrap: string;
+  readonly sh: string;
+  readonly command: Deno.Command;
+}
+
+/** The probe to run (the whole chain a sandbox uses), or the answer without one. */
+function probeCommand(): Probe | { result: SandboxSupport } {
   if (Deno.build.os !== "linux") {
-    return (support = {
-      available: false,
-      bwrap: null,
-      sh: null,
-      reason: `sandboxing needs Linux with bubblewrap (this is ${Deno.build.os})`,
-    });
+    return {
+      result: {
+        available: false,
+        bwrap: null,
+        sh: null,
+        reason: `sandboxing needs Linux with bubblewrap (this is ${Deno.build.os})`,
+      },
+    };
   }
   const configured = Deno.env.get("EXEC_SERVER_BWRAP");
   const bwrap = configured
@@ -78,63 +123,70 @@ function probeSupport(): SandboxSupport {
       findInPath("bwrap", "/usr/bin:/bin:/usr/local/bin");
   if (!bwrap) {
     const where = configured ? ` at ${configured} (EXEC_SERVER_BWRAP)` : "";
-    return (support = {
-      available: false,
-      bwrap: null,
-      sh: null,
-      reason: `bwrap not found${where}: ${FIX}`,
-    });
+    return {
+      result: {
+        available: false,
+        bwrap: null,
+        sh: null,
+        reason: `bwrap not found${where}: ${FIX}`,
+      },
+    };
   }
   const sh = findInPath("sh", "/usr/bin:/bin");
   if (!sh) {
-    return (support = { available: false, bwrap, sh: null, reason: "no /bin/sh on this machine" });
+    return { result: { available: false, bwrap, sh: null, reason: "no /bin/sh on this machine" } };
   }
-  try {
-    // The whole chain a sandbox uses: shell, filter on descriptor 3, namespaces.
-    const filter = seccompFile("restricted");
-    const seccomp = filter ? ["--seccomp", "3"] : [];
-    const probe = new Deno.Command(sh, {
-      args: [
-        "-c",
-        'exec "$@" 3<"$0"',
-        filter ?? "/dev/null",
-        bwrap,
-        ...NAMESPACES,
-        "--unshare-pid",
-        "--unshare-net",
-        "--ro-bind",
-        "/",
-        "/",
-        ...seccomp,
-        "--",
-        sh,
-        "-c",
-        ":",
-      ],
-      stdin: "null",
-      stdout: "null",
-      stderr: "piped",
-    }).outputSync();
-    if (!probe.success) {
-      const why = new TextDecoder().decode(probe.stderr).trim().slice(0, 300);
-      return (support = {
-        available: false,
-        bwrap,
-        sh,
-        reason: `${bwrap} cannot create namespaces here (${why || `exit ${probe.code}`}); ` +
-          "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, " +
-          "or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) or run as root",
-      });
-    }
-  } catch (error) {
-    return (support = {
+  // The whole chain a sandbox uses: shell, filter on descriptor 3, namespaces.
+  const filter = seccompFile("restricted");
+  const seccomp = filter ? ["--seccomp", "3"] : [];
+  const command = new Deno.Command(sh, {
+    args: [
+      "-c",
+      'exec "$@" 3<"$0"',
+      filter ?? "/dev/null",
+      bwrap,
+      ...NAMESPACES,
+      "--unshare-pid",
+      "--unshare-net",
+      "--ro-bind",
+      "/",
+      "/",
+      ...seccomp,
+      "--",
+      sh,
+      "-c",
+      ":",
+    ],
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  });
+  return { bwrap, sh, command };
+}
+
+function verdict(probe: Probe, output: Deno.CommandOutput): SandboxSupport {
+  const { bwrap, sh } = probe;
+  if (!output.success) {
+    const why = new TextDecoder().decode(output.stderr).trim().slice(0, 300);
+    return {
       available: false,
       bwrap,
       sh,
-      reason: `cannot run ${bwrap}: ${(error as Error).message}; ${FIX}`,
-    });
+      reason: `${bwrap} cannot create namespaces here (${why || `exit ${output.code}`}); ` +
+        "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, " +
+        "or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) or run as root",
+    };
   }
-  return (support = { available: true, bwrap, sh, reason: "" });
+  return { available: true, bwrap, sh, reason: "" };
+}
+
+function cannotRun(probe: Probe, error: unknown): SandboxSupport {
+  return {
+    available: false,
+    bwrap: probe.bwrap,
+    sh: probe.sh,
+    reason: `cannot run ${probe.bwrap}: ${(error as Error).message}; ${FIX}`,
+  };
 }
 
 function isExecutable(path: string): boolean {

@@ -20,11 +20,10 @@
 
 import type { ConnectionLoop } from "../util/accept_loop.ts";
 import { forwardConnections } from "../util/conn_io.ts";
-import { runtimeEnv, selfCommand } from "./self_command.ts";
+import { PROXY_BRIDGE_COMMAND, runtimeEnv, selfCommand } from "./self_command.ts";
 import { tcpCaptureSupport } from "./tcp_capture/support.ts";
 
-/** The bridge's subcommand in a compiled binary. */
-export const PROXY_BRIDGE_COMMAND = "__proxy-bridge";
+export { PROXY_BRIDGE_COMMAND };
 
 /** Host side: Unix sockets relaying to the proxy's loopback ports. */
 export class ProxyRoute {

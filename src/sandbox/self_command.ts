@@ -11,6 +11,9 @@
  * @module
  */
 
+/** The proxy bridge's subcommand in a compiled binary. */
+export const PROXY_BRIDGE_COMMAND = "__proxy-bridge";
+
 /** A helper's command line and what it needs. */
 export interface SelfCommand {
   /** Program and arguments. */
