@@ -32,7 +32,7 @@ const args = kind === "tiny"
     "-A",
     "--cached-only",
     "--config",
-    `${root}deno.json`,
+    `${root}deno.test.json`,
     "npm:@modelcontextprotocol/server-everything@2026.8.31",
   ];
 const servers = Array.from(

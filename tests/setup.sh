@@ -8,7 +8,8 @@
 #   - the reference server (@openai/codex, pinned below) from npm into
 #     .cache/, found by the tests through .cache/reference-bin
 #     (CODEX_REFERENCE_BIN overrides it; EXEC_SERVER_SKIP_REFERENCE=1 skips it);
-#   - every npm package the code and tests use, cached now (deno.lock), so
+#   - every npm package the code and tests use, cached now (deno.lock and
+#     deno.test.lock), so
 #     that no test downloads anything while it runs.
 # `deno task test` runs it before the tests; `.ci/run` runs `deno task test`.
 set -uo pipefail
@@ -75,7 +76,9 @@ else
   fi
 fi
 
-if ! deno install --frozen >&2; then
+# The package's dependencies (deno.json/deno.lock) and the tests' own
+# (deno.test.json/deno.test.lock: the conformance suite, server-everything, …).
+if ! deno install --frozen >&2 || ! deno install --frozen --config deno.test.json >&2; then
   echo "test setup: caching the pinned npm packages failed (deno install --frozen)" >&2
   exit 1
 fi

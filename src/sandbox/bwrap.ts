@@ -137,7 +137,13 @@ function probeCommand(): Probe | { result: SandboxSupport } {
     return { result: { available: false, bwrap, sh: null, reason: "no /bin/sh on this machine" } };
   }
   // The whole chain a sandbox uses: shell, filter on descriptor 3, namespaces.
-  const filter = seccompFile("restricted");
+  let filter: string | null;
+  try {
+    filter = seccompFile("restricted");
+  } catch (error) {
+    // No private directory for the filter (a read-only /tmp inside a sandbox).
+    return { result: cannotRun({ bwrap, sh }, error) };
+  }
   const seccomp = filter ? ["--seccomp", "3"] : [];
   const command = new Deno.Command(sh, {
     args: [
@@ -180,7 +186,7 @@ function verdict(probe: Probe, output: Deno.CommandOutput): SandboxSupport {
   return { available: true, bwrap, sh, reason: "" };
 }
 
-function cannotRun(probe: Probe, error: unknown): SandboxSupport {
+function cannotRun(probe: Pick<Probe, "bwrap" | "sh">, error: unknown): SandboxSupport {
   return {
     available: false,
     bwrap: probe.bwrap,

@@ -22,7 +22,7 @@ export function textOf(result: unknown): string {
 
 /**
  * `deno` arguments that run @modelcontextprotocol/server-everything — pinned
- * in deno.json/deno.lock and cached before the tests run (`tests/setup.sh`):
+ * in deno.test.json/deno.test.lock and cached before the tests run (`tests/setup.sh`):
  * a missing cache fails at once instead of downloading.
  */
 export const EVERYTHING_ARGS: readonly string[] = [
@@ -30,6 +30,6 @@ export const EVERYTHING_ARGS: readonly string[] = [
   "-A",
   "--cached-only",
   "--config",
-  new URL("../../deno.json", import.meta.url).pathname,
+  new URL("../../deno.test.json", import.meta.url).pathname,
   "npm:@modelcontextprotocol/server-everything@2026.8.31",
 ];

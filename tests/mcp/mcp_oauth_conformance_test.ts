@@ -17,7 +17,7 @@ import { ROOT } from "../helpers/wire_client.ts";
 
 const CONFORMANCE = "npm:@modelcontextprotocol/conformance@0.1.16";
 const CLIENT = `${ROOT}tests/fixtures/conformance_auth_client.ts`;
-const CONFIG = `${ROOT}deno.json`;
+const CONFIG = `${ROOT}deno.test.json`;
 
 const SCENARIOS = [
   "metadata-default",

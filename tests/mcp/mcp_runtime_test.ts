@@ -37,7 +37,7 @@ import { EVERYTHING_ARGS, textOf } from "../helpers/mcp.ts";
 import type { TomlTable } from "../../src/codex_config/toml_write.ts";
 
 const TINY = `${ROOT}tests/fixtures/mcp_tiny_server.ts`;
-const CONFIG = `${ROOT}deno.json`;
+const CONFIG = `${ROOT}deno.test.json`;
 
 function tiny(
   name: string,

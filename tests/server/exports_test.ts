@@ -159,3 +159,17 @@ Deno.test("protocol: one method map types the client's requests", async () => {
   // @ts-expect-error: fs/getMetadata takes a `path`, not a `file`
   await client.request(Method.FsGetMetadata, { file: "/" }).catch(() => {});
 });
+
+Deno.test("packages only tests use stay out of the package's import map and lock; the tests' config carries the package's unchanged", async () => {
+  const pkg = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`));
+  const tests = JSON.parse(await Deno.readTextFile(`${ROOT}deno.test.json`));
+  for (const [name, target] of Object.entries(pkg.imports as Record<string, string>)) {
+    assertEquals(tests.imports[name], target, `deno.test.json must map ${name} as deno.json does`);
+  }
+  const lock = await Deno.readTextFile(`${ROOT}deno.lock`);
+  for (const testOnly of ["@modelcontextprotocol/conformance", "server-everything", "npm:socks"]) {
+    assert(!Object.values(pkg.imports).some((t) => String(t).includes(testOnly)), testOnly);
+    assert(!lock.includes(testOnly), `deno.lock holds ${testOnly}`);
+  }
+  assertEquals(tests.compilerOptions, pkg.compilerOptions);
+});
