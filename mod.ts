@@ -26,9 +26,11 @@
  * console.log(listener.url);
  * ```
  *
- * Each area also has its own entry, loading only what it needs:
- * `@org/exec-server/client`, `/server`, `/proxy`, `/relay`, `/mcp`,
- * `/sidecars`, `/protocol`.
+ * The root exports what a user starts with: the server and its listeners,
+ * the client, and the protocol's method names, parameter and result types
+ * and error codes. Everything else is on its area's entry, which loads only
+ * what it needs: `@org/exec-server/client`, `/server`, `/protocol` (the
+ * whole wire library), `/proxy`, `/relay`, `/mcp`, `/sidecars`, `/cli`.
  *
  * Run as a program, this module is the `exec-server` command line:
  * `deno run -A jsr:@org/exec-server serve --listen stdio` (JSR's default
@@ -41,11 +43,21 @@ export { VERSION } from "./src/version.ts";
 
 export * from "./server.ts";
 export * from "./client.ts";
-export * from "./proxy.ts";
-export * from "./relay.ts";
-export * from "./mcp.ts";
-export * from "./sidecars.ts";
-export * from "./protocol.ts";
+export {
+  ClientNotification,
+  ErrorCode,
+  JsonRpcCode,
+  Method,
+  type MethodName,
+  type MethodParams,
+  type MethodResult,
+  type NotificationName,
+  type NotificationParams,
+  pathToUri,
+  RpcError,
+  ServerNotification,
+  ServerRequest,
+} from "./protocol.ts";
 
 // Run as a program (`deno run -A jsr:@org/exec-server …`): the command line.
 // Loaded only then, so a library import does not load the CLI's modules.
