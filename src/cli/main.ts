@@ -7,6 +7,7 @@
 import { PROXY_BRIDGE_COMMAND } from "../sandbox/self_command.ts";
 import { VERSION } from "../version.ts";
 import { printUsage, UsageError } from "./common.ts";
+import { parseServeArgs, runServe, SERVE_USAGE } from "./serve.ts";
 
 /** Top-level help. */
 export const USAGE =
@@ -35,25 +36,19 @@ prints the version.
 
 type Command = (args: string[]) => Promise<number>;
 
-/**
- * `serve`: the sandbox probe (a bwrap run, ~20 ms) starts while the
- * server's modules load, so the first `initialize` does not wait for both.
- */
 async function serve(args: string[]): Promise<number> {
-  const probe = import("../sandbox/bwrap.ts").then((m) => m.probeSandboxSupport()).catch(() => {});
-  const { parseServeArgs, runServe, SERVE_USAGE } = await import("./serve.ts");
   const config = parseServeArgs(args);
   if (config === "help") {
     printUsage(SERVE_USAGE);
     return 0;
   }
-  await probe;
   return await runServe(config);
 }
 
 /**
- * Every command, loaded when it runs (`serve`, the default, too); the
- * others' modules (the MCP SDK among them) only for their own command — a server does not hold them in memory or pay to load them.
+ * Every command, loaded when it runs: `serve` (the default) is loaded with
+ * this module; the others' modules (the MCP SDK among them) only for their
+ * own command — a server does not hold them in memory or pay to load them.
  * The specifiers are literal, so `deno compile` still includes them.
  */
 const COMMANDS: Record<string, () => Promise<Command>> = {
