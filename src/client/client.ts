@@ -30,7 +30,8 @@ import type { TraceContext } from "../jsonrpc/message.ts";
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import type { CallOptions } from "../jsonrpc/peer.ts";
 import { redactUrl } from "../websocket/handshake.ts";
-import { DisconnectedError } from "./errors.ts";
+import { ClientClosedError } from "./errors.ts";
+import { ConnectionClosedError } from "../jsonrpc/errors.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import { Method } from "../protocol/methods.ts";
 import { toPathUri } from "../protocol/path_uri.ts";
@@ -160,6 +161,10 @@ export class ExecServerClient implements AsyncDisposable {
 
   #logger: Logger;
   #router: ClientRouter;
+  /** The session each process was started in (recent ones), to answer for a lost one. */
+  readonly #startedIn = new Map<string, string>();
+  /** Sessions the server no longer knows, and why. */
+  readonly #lostSessions = new Map<string, string>();
   #link: SessionLink;
   /** Body flow requests: best effort (a body that already ended answers `active: false`). */
   #bodyFlow = {
@@ -207,7 +212,12 @@ export class ExecServerClient implements AsyncDisposable {
           ? { maxMessageBytes: options.maxMessageBytes }
           : {}),
         ...(options.trace ? { trace: options.trace } : {}),
-        ...(options.onReconnect ? { onReconnect: options.onReconnect } : {}),
+        onReconnect: (event) => {
+          if (event.kind === "fresh" && event.previousSessionId !== null) {
+            remember(this.#lostSessions, event.previousSessionId, event.reason ?? "session lost");
+          }
+          options.onReconnect?.(event);
+        },
         ...(options.resumeSessionId !== undefined
           ? { resumeSessionId: options.resumeSessionId }
           : {}),
@@ -295,12 +305,30 @@ export class ExecServerClient implements AsyncDisposable {
    * this client version has no types for); see {@linkcode request}.
    */
   async call(method: string, params?: unknown, options: CallOptions = {}): Promise<unknown> {
+    if (method === Method.ProcessRead) {
+      const id = (params as { processId?: unknown } | undefined)?.processId;
+      const session = typeof id === "string" ? this.#startedIn.get(id) : undefined;
+      const lost = session !== undefined ? this.#lostSessions.get(session) : undefined;
+      if (lost !== undefined) return disconnectedRead(params, lost);
+    }
     try {
-      return await this.#link.call(method, params, options);
+      const result = await this.#link.call(method, params, options);
+      if (method === Method.ProcessStart && this.sessionId !== null) {
+        const id = (result as { processId?: unknown } | null)?.processId;
+        if (typeof id === "string") remember(this.#startedIn, id, this.sessionId);
+      }
+      return result;
     } catch (error) {
-      // A read during an outage answers like the reference's client: the
-      // stream is over for this connection (`closed`), and why (`failure`).
-      if (method === Method.ProcessRead && error instanceof DisconnectedError) {
+      // A read after the connection is gone — an outage, a stdio server
+      // that ended, a client without reconnection, a session that could not
+      // be resumed — answers like the reference's client: the process is
+      // over for this connection (`exited`, `closed`) and `failure` says
+      // why, so a polling loop ends cleanly. Only a client closed on purpose
+      // throws.
+      if (
+        method === Method.ProcessRead && error instanceof ConnectionClosedError &&
+        !(error instanceof ClientClosedError && this.#link.closedByCaller)
+      ) {
         return disconnectedRead(params, error.message);
       }
       throw error;
@@ -471,12 +499,22 @@ export class ExecServerClient implements AsyncDisposable {
 }
 
 /** The answer to `process/read` while disconnected. */
+/** Most entries kept by {@linkcode remember} (a polling client's recent processes). */
+const REMEMBERED = 4096;
+
+/** Sets `key`, dropping the oldest entry beyond {@linkcode REMEMBERED}. */
+function remember(map: Map<string, string>, key: string, value: string): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > REMEMBERED) map.delete(map.keys().next().value!);
+}
+
 function disconnectedRead(params: unknown, reason: string): ProcessReadResult {
   const after = (params as { afterSeq?: unknown } | undefined)?.afterSeq;
   return {
     chunks: [],
     nextSeq: typeof after === "number" ? after + 1 : 1,
-    exited: false,
+    exited: true,
     exitCode: null,
     closed: true,
     failure: reason,

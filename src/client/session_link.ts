@@ -110,6 +110,8 @@ export class SessionLink {
   #info: EnvironmentInfo | null = null;
   #closeReason: string | null = null;
   #closing = false;
+  /** Closes of transports whose connection ended on its own, still under way. */
+  readonly #droppedTransports = new Set<Promise<void>>();
   /** The connection attempt in flight (calls join it). */
   #attempt: Promise<void> | null = null;
   /** Ever connected: later failures are outages, not a failed `connect`. */
@@ -329,7 +331,12 @@ export class SessionLink {
     this.#peer = null;
     const transport = this.#transport;
     this.#transport = null;
-    transport?.close().catch(() => {});
+    // `close()` waits for it (a stdio server's group is reaped there).
+    if (transport) {
+      const closed = transport.close().catch(() => {});
+      this.#droppedTransports.add(closed);
+      void closed.then(() => this.#droppedTransports.delete(closed));
+    }
     if (this.#closing) return;
     this.#lastFailure = `connection lost: ${reason}`;
     this.#router.bodies.failAll(`connection lost: ${reason}`);
@@ -371,6 +378,11 @@ export class SessionLink {
     }
   }
 
+  /** Whether {@linkcode close} was called (not: the connection ended on its own). */
+  get closedByCaller(): boolean {
+    return this.#closing;
+  }
+
   /** Closes for good (and stops a spawned server with its whole tree). */
   async close(): Promise<void> {
     this.#closing = true;
@@ -382,5 +394,6 @@ export class SessionLink {
     peer?.close("client closed");
     await transport?.close();
     await this.#attempt?.catch(() => {});
+    await Promise.all(this.#droppedTransports);
   }
 }

@@ -100,7 +100,7 @@ Deno.test("docs: every `exec-server COMMAND` in a shell block is a command", () 
   for (const block of blocks().filter((b) => b.lang === "sh")) {
     for (
       const m of block.code.matchAll(
-        /(?:^|[\s/])exec-server (?:--?\S+ )*([a-z][a-z-]*)(?![\w:-])/gm,
+        /^\s*(?:\$ )?exec-server (?:--?\S+ )*([a-z][a-z-]*)(?![\w:-])/gm,
       )
     ) {
       assert(known.has(m[1]!), `${block.page}: \`exec-server ${m[1]}\` is not a command`);

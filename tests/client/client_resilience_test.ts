@@ -17,7 +17,7 @@ import { ExecServer } from "../../src/server/exec_server.ts";
 import { listenWebSocket } from "../../src/server/listen_ws.ts";
 import { nullLogger } from "../../src/log/logger.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
-import { CLI, eventually, freePort } from "../helpers/wire_client.ts";
+import { CLI, eventually, freePort, waitFor } from "../helpers/wire_client.ts";
 import { tcpRelay } from "../helpers/tcp_relay.ts";
 import { serverKinds, startWsServer } from "../helpers/ws_server.ts";
 import { BodyStreams, UNCONTROLLED_BODY_LIMIT } from "../../src/client/fetch.ts";
@@ -145,6 +145,10 @@ for (const kind of serverKinds()) {
       assertEquals(events[0]!.previousSessionId, first);
       const lost = await assertRejects(() => p.status, SessionLostError);
       assertEquals(lost.sessionId, first);
+      // A polling read of the lost process ends cleanly, saying why.
+      const read = await client.request("process/read", { processId: p.processId, afterSeq: 0 });
+      assertEquals([read.exited, read.closed, read.chunks], [true, true, []]);
+      assert(typeof read.failure === "string" && read.failure !== "", JSON.stringify(read));
       // The new session works.
       const out = await client.command("sh", { args: ["-c", "echo back"] }).output();
       assertEquals(new TextDecoder().decode(out.stdout), "back\n");
@@ -419,3 +423,48 @@ for (const kind of serverKinds()) {
     }
   });
 }
+
+Deno.test("client: a read after the connection is gone answers exited, closed and why — a stdio server that died, a client without reconnection", async () => {
+  // A stdio server, killed by the program it runs.
+  const stdio = await connect({
+    command: {
+      program: Deno.execPath(),
+      args: ["run", "-A", CLI, "serve", "--listen", "stdio", "--log-level", "error"],
+    },
+  });
+  try {
+    // It kills the server once told to (after its start was answered).
+    const p = await stdio.spawn(["sh", "-c", "read x; kill -9 $PPID"], { stdin: "piped" });
+    const writer = p.stdin.getWriter();
+    // (The server may die before it answers the write.)
+    await writer.write(new TextEncoder().encode("go\n")).catch(() => {});
+    await assertRejects(() => p.status);
+    const read = await stdio.request("process/read", { processId: p.processId, afterSeq: 3 });
+    assertEquals([read.exited, read.closed, read.nextSeq, read.chunks], [true, true, 4, []]);
+    assert(typeof read.failure === "string" && read.failure !== "", JSON.stringify(read));
+  } finally {
+    await stdio.close();
+  }
+  // A WebSocket client with reconnection off, whose server's listener closes.
+  const server = new ExecServer({ logger: nullLogger });
+  const listener = listenWebSocket(server, { hostname: "127.0.0.1", port: 0 });
+  const client = await connect({ url: listener.url, reconnect: false });
+  try {
+    const p = await client.spawn(["sleep", "30"]);
+    await listener.close();
+    const read = await waitFor(async () => {
+      const r = await client.request("process/read", { processId: p.processId, afterSeq: 0 });
+      return r.closed ? r : null;
+    });
+    assertEquals([read!.exited, read!.closed], [true, true]);
+    assert(typeof read!.failure === "string" && read!.failure !== "", JSON.stringify(read));
+  } finally {
+    await client.close();
+    await server.close();
+  }
+  // A client closed on purpose still says so.
+  await assertRejects(
+    () => client.request("process/read", { processId: "x", afterSeq: 0 }),
+    ClientClosedError,
+  );
+});
