@@ -33,6 +33,7 @@ export {
   ConnectionClosedError,
   ConnectTimeoutError,
   DisconnectedError,
+  EnvironmentNotReadyError,
   InitializeTimeoutError,
   RpcError,
   SessionLostError,

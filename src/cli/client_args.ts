@@ -18,6 +18,7 @@ export const CONNECTION_FLAGS = {
   "environment-id": { type: "string" },
   "token-file": { type: "string" },
   stdio: { type: "string" },
+  "wait-ready": { type: "string" },
   "log-level": { type: "string" },
 } as const;
 
@@ -31,7 +32,53 @@ export const CONNECTION_USAGE = `Connection (one of):
   --stdio <"CMD ARGS">         spawn a server and speak on its stdio
                                (default: an exec-server inside this command, with its
                                own Deno permissions)
+  --wait-ready <URL|"CMD ARGS">
+                               the environment is still booting: before connecting, wait
+                               until URL answers 2xx (polled, up to 5 min), or until CMD
+                               exits 0 (a failure says why)
   --log-level <LEVEL>          client logs on stderr (default warn)`;
+
+/** How long `--wait-ready URL` polls. */
+const READY_POLL_MS = 300_000;
+
+/**
+ * `--wait-ready`: an http(s) URL polled until it answers 2xx, or a command
+ * that must exit 0.
+ */
+export function readiness(spec: string): () => Promise<void> {
+  if (/^https?:\/\//i.test(spec)) {
+    return async () => {
+      const deadline = Date.now() + READY_POLL_MS;
+      let last = "no answer yet";
+      while (Date.now() < deadline) {
+        try {
+          const response = await fetch(spec, { signal: AbortSignal.timeout(2_000) });
+          await response.body?.cancel();
+          if (response.ok) return;
+          last = `HTTP ${response.status}`;
+        } catch (error) {
+          last = (error as Error).message;
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      throw new Error(`${spec} was not ready after ${READY_POLL_MS / 1000} s (${last})`);
+    };
+  }
+  const argv = splitCommand(spec);
+  if (argv.length === 0) throw new UsageError("--wait-ready needs a URL or a command", 2);
+  return async () => {
+    const out = await new Deno.Command(argv[0]!, {
+      args: argv.slice(1),
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    if (!out.success) {
+      const why = new TextDecoder().decode(out.stderr).trim().split("\n").at(-1) ?? "";
+      throw new Error(`\`${spec}\` exited with ${out.code}${why ? `: ${why}` : ""}`);
+    }
+  };
+}
 
 /** Splits a command line on spaces, honouring single and double quotes. */
 export function splitCommand(command: string): string[] {
@@ -66,8 +113,18 @@ export function connectOptions(values: {
   "environment-id"?: string;
   "token-file"?: string;
   stdio?: string;
+  "wait-ready"?: string;
   "log-level"?: string;
 }): ConnectOptions {
+  if (values["wait-ready"] === undefined) return connectTarget(values);
+  if (values.url === undefined && values.stdio === undefined && values.remote === undefined) {
+    throw new UsageError("--wait-ready needs --url, --stdio or --remote", 2);
+  }
+  const ready = readiness(values["wait-ready"]);
+  return { ...connectTarget(values), ready };
+}
+
+function connectTarget(values: Parameters<typeof connectOptions>[0]): ConnectOptions {
   const logger = commandLogger(values["log-level"], "warn");
   if ([values.url, values.stdio, values.remote].filter((v) => v !== undefined).length > 1) {
     throw new UsageError("use one of --url, --stdio or --remote", 2);

@@ -111,6 +111,23 @@ export interface ConnectOptions {
    * first connection; an unknown id fails `connect`.
    */
   readonly resumeSessionId?: string;
+  /**
+   * An environment that is still booting (a container starting, a VM
+   * coming up): the first dial waits for this promise — or for the
+   * promise this function returns, asked again on the next attempt after
+   * a refusal — outside `connectTimeoutMs`. A rejection fails the connect
+   * with {@linkcode EnvironmentNotReadyError} carrying its reason. After the
+   * first connection, reconnects do not wait for it.
+   *
+   * @example Wait until the container's port answers
+   * ```ts ignore
+   * const client = await connect({
+   *   url: "ws://10.0.0.5:4500",
+   *   ready: () => waitForPort("10.0.0.5", 4500),
+   * });
+   * ```
+   */
+  readonly ready?: Promise<unknown> | (() => Promise<unknown>);
   /** Largest message this client accepts (declared to servers that understand it). */
   readonly maxMessageBytes?: number;
   /** Grace periods when stopping a spawned server. */
@@ -221,6 +238,7 @@ export class ExecServerClient implements AsyncDisposable {
         ...(options.resumeSessionId !== undefined
           ? { resumeSessionId: options.resumeSessionId }
           : {}),
+        ...(options.ready !== undefined ? { ready: options.ready } : {}),
       },
       this.#router,
       this.#logger,

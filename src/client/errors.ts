@@ -10,6 +10,7 @@
  * | `DisconnectedError`      | no connection now: the call was not delivered, or its answer lost |
  * | `ClientClosedError`      | `close()` was called (or the client cannot reconnect)             |
  * | `SessionLostError`       | the server no longer had the session; its processes are gone     |
+ * | `EnvironmentNotReadyError` | `ConnectOptions.ready` rejected: the environment did not come up |
  * | `RpcError`               | the server answered with an error (`code`, `message`, `data`)    |
  *
  * `DisconnectedError`, `ClientClosedError` and `SessionLostError` are
@@ -88,5 +89,19 @@ export class SessionLostError extends ConnectionClosedError {
     super(`session ${sessionId} was lost: ${reason}`);
     this.name = "SessionLostError";
     this.sessionId = sessionId;
+  }
+}
+
+/** The environment said it would not become ready (`ConnectOptions.ready` rejected). */
+export class EnvironmentNotReadyError extends Error {
+  /** Creates the error. */
+  constructor(label: string, cause: unknown) {
+    super(
+      `environment ${label} did not become ready: ${
+        cause instanceof Error ? cause.message : String(cause)
+      }`,
+      { cause },
+    );
+    this.name = "EnvironmentNotReadyError";
   }
 }

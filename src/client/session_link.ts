@@ -17,6 +17,7 @@ import {
   ClientClosedError,
   ConnectTimeoutError,
   DisconnectedError,
+  EnvironmentNotReadyError,
   InitializeTimeoutError,
   SessionLostError,
 } from "./errors.ts";
@@ -73,6 +74,8 @@ export interface LinkOptions {
   readonly onReconnect?: (event: ReconnectEvent) => void;
   /** Resume this session at the first connection. */
   readonly resumeSessionId?: string;
+  /** Waited for before the first dial (not counted in the connect timeout). */
+  readonly ready?: Promise<unknown> | (() => Promise<unknown>);
 }
 
 /**
@@ -217,7 +220,23 @@ export class SessionLink {
     }
   }
 
+  /** Readiness, once: a given promise, or the function's (asked again after a refusal). */
+  #readiness: Promise<unknown> | null = null;
+
+  async #whenReady(): Promise<void> {
+    const ready = this.#options.ready;
+    if (ready === undefined || this.#everConnected) return;
+    const pending = this.#readiness ??= typeof ready === "function" ? ready() : ready;
+    try {
+      await pending;
+    } catch (error) {
+      if (typeof ready === "function") this.#readiness = null;
+      throw new EnvironmentNotReadyError(this.#options.label, error);
+    }
+  }
+
   async #connectOnce(): Promise<void> {
+    await this.#whenReady();
     const options = this.#options;
     const connectMs = options.connectTimeoutMs;
     const transport = await withTimeout(

@@ -2,13 +2,14 @@
 // server killed and restarted (the session is gone), against our server and
 // the reference; the error classes a harness branches on.
 
-import { assert, assertEquals, assertRejects } from "../helpers/assert.ts";
-import { connect, type ReconnectEvent } from "../../src/client/client.ts";
+import { assert, assertEquals, assertRejects, assertStringIncludes } from "../helpers/assert.ts";
+import { connect, connectLazy, type ReconnectEvent } from "../../src/client/client.ts";
 import {
   CallTimeoutError,
   ClientClosedError,
   ConnectTimeoutError,
   DisconnectedError,
+  EnvironmentNotReadyError,
   InitializeTimeoutError,
   RpcError,
   SessionLostError,
@@ -467,4 +468,93 @@ Deno.test("client: a read after the connection is gone answers exited, closed an
     () => client.request("process/read", { processId: "x", afterSeq: 0 }),
     ClientClosedError,
   );
+});
+
+Deno.test("client: an environment still booting — connect waits for readiness outside the connect timeout; a refusal fails with its reason", async () => {
+  const server = new ExecServer({ logger: nullLogger });
+  const port = freePort();
+  const url = `ws://127.0.0.1:${port}`;
+  let listener: ReturnType<typeof listenWebSocket> | null = null;
+  try {
+    // Nothing listens yet; "the container" comes up, then says it is ready.
+    let asked = 0;
+    const booting = connect({
+      url,
+      connectTimeoutMs: 300,
+      reconnect: false,
+      ready: async () => {
+        asked++;
+        await new Promise((r) => setTimeout(r, 600)); // longer than the connect timeout
+        listener = listenWebSocket(server, { hostname: "127.0.0.1", port });
+      },
+    });
+    await using client = await booting;
+    assertEquals(asked, 1);
+    assertEquals((await client.run("echo up")).stdout, "up\n");
+
+    // A refusal: the readiness error, by class and reason; a function is asked again.
+    let tries = 0;
+    const refusing = () => {
+      tries++;
+      return Promise.reject(new Error("container exited with 137"));
+    };
+    const error = await assertRejects(
+      () => connect({ url, ready: refusing, reconnect: false }),
+      EnvironmentNotReadyError,
+    );
+    assertStringIncludes(error.message, "did not become ready: container exited with 137");
+    assertEquals(tries, 1);
+    const lazy = connectLazy({ url, ready: refusing, reconnect: false });
+    await assertRejects(() => lazy.request("environment/status"), EnvironmentNotReadyError);
+    await assertRejects(() => lazy.request("environment/status"), EnvironmentNotReadyError);
+    assertEquals(tries, 3);
+    await lazy.close();
+  } finally {
+    await (listener as ReturnType<typeof listenWebSocket> | null)?.close();
+    await server.close();
+  }
+});
+
+Deno.test("cli --wait-ready: a URL polled until 2xx, a command that must exit 0", async () => {
+  const server = new ExecServer({ logger: nullLogger });
+  const listener = listenWebSocket(server, { hostname: "127.0.0.1", port: 0 });
+  let health = 0;
+  const probe = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response(null, { status: ++health < 3 ? 503 : 200 }),
+  );
+  const run = async (...args: string[]) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", CLI, "exec", "--url", listener.url, ...args],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const d = new TextDecoder();
+    return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
+  };
+  try {
+    const polled = await run(
+      "--wait-ready",
+      `http://127.0.0.1:${probe.addr.port}/health`,
+      "--",
+      "echo",
+      "ok",
+    );
+    assertEquals([polled.code, polled.stdout], [0, "ok\n"], polled.stderr);
+    assert(health >= 3, String(health));
+    const refused = await run(
+      "--wait-ready",
+      "sh -c 'echo booting failed >&2; exit 3'",
+      "--",
+      "true",
+    );
+    assertEquals(refused.code, 1);
+    assertStringIncludes(refused.stderr, "did not become ready");
+    assertStringIncludes(refused.stderr, "exited with 3: booting failed");
+  } finally {
+    await probe.shutdown();
+    await listener.close();
+    await server.close();
+  }
 });
