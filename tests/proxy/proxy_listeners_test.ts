@@ -514,3 +514,58 @@ Deno.test("proxy: a listener that dies is reported by wait(), not a debug line; 
     lib.close();
   }
 });
+
+Deno.test("proxy listeners: unmanaged binds the configured ports; managed replaces them with fresh loopback ports; no SOCKS listener when SOCKS is off", async () => {
+  // Two ports nothing listens on now.
+  const free = () => {
+    const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (l.addr as Deno.NetAddr).port;
+    l.close();
+    return port;
+  };
+  const httpPort = free();
+  const socksPort = free();
+  const configured = config({
+    proxy_url: `http://127.0.0.1:${httpPort}`,
+    socks_url: `http://127.0.0.1:${socksPort}`,
+    enable_socks5: true,
+    domains: LOCAL,
+  });
+  {
+    await using unmanaged = await startProxy(configured, { managed: false });
+    assertEquals(
+      [unmanaged.addresses.http?.port, unmanaged.addresses.socks?.port],
+      [httpPort, socksPort],
+    );
+    // The configured port is the one that answers.
+    const origin = httpOrigin();
+    try {
+      const r = await curl([
+        "-x",
+        `http://127.0.0.1:${httpPort}`,
+        `http://127.0.0.1:${origin.port}/x`,
+      ]);
+      assertEquals([r.code, r.status], [0, 200], r.stderr);
+    } finally {
+      await origin.server.shutdown();
+    }
+  }
+  {
+    await using managed = await startProxy(configured);
+    const { http, socks } = managed.addresses;
+    assert(http !== null && socks !== null);
+    assert(http.port !== httpPort && socks.port !== socksPort, `${http.port} ${socks.port}`);
+    assertEquals([http.hostname, socks.hostname], ["127.0.0.1", "127.0.0.1"]);
+    // The configured ports stay free.
+    for (const port of [httpPort, socksPort]) Deno.listen({ hostname: "127.0.0.1", port }).close();
+  }
+  for (const managed of [true, false]) {
+    await using off = await startProxy({ ...configured, enable_socks5: false }, { managed });
+    assertEquals(off.addresses.socks, null);
+    assert(off.addresses.http !== null);
+    // Nothing took the SOCKS port.
+    Deno.listen({ hostname: "127.0.0.1", port: socksPort }).close();
+    const env = off.applyToEnv({});
+    assert(!Object.values(env).some((v) => v.startsWith("socks")), JSON.stringify(env));
+  }
+});
