@@ -33,3 +33,70 @@ export const EVERYTHING_ARGS: readonly string[] = [
   new URL("../../deno.test.json", import.meta.url).pathname,
   "npm:@modelcontextprotocol/server-everything@2026.8.31",
 ];
+
+/** One check the MCP conformance suite recorded for a scenario. */
+export interface ConformanceCheck {
+  id: string;
+  status: string;
+  description?: string;
+  errorMessage?: string;
+}
+
+function checksIn(dir: string): ConformanceCheck[] {
+  for (const entry of Deno.readDirSync(dir)) {
+    const path = `${dir}/${entry.name}`;
+    if (entry.isDirectory) {
+      const found = checksIn(path);
+      if (found.length > 0) return found;
+    } else if (entry.name === "checks.json") {
+      return JSON.parse(Deno.readTextFileSync(path));
+    }
+  }
+  return [];
+}
+
+/**
+ * Runs one client scenario of the official MCP conformance suite (pinned in
+ * deno.test.json, cached by `tests/setup.sh`) against a client fixture, and
+ * returns the checks it recorded with the suite's output for messages.
+ */
+export async function runConformanceClient(
+  fixture: string,
+  scenario: string,
+  timeoutMs: number,
+): Promise<{ checks: ConformanceCheck[]; output: string }> {
+  const root = new URL("../../", import.meta.url).pathname;
+  const config = `${root}deno.test.json`;
+  const dir = await Deno.makeTempDir();
+  try {
+    const command = [Deno.execPath(), "run", "-A", "--cached-only", "--config", config, fixture]
+      .map((a) => `'${a}'`).join(" ");
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "--cached-only",
+        "--config",
+        config,
+        "npm:@modelcontextprotocol/conformance@0.1.16",
+        "client",
+        "--command",
+        command,
+        "--scenario",
+        scenario,
+        "--timeout",
+        String(timeoutMs),
+        "--output-dir",
+        `${dir}/results`,
+      ],
+      cwd: dir,
+      stdout: "piped",
+      stderr: "piped",
+      stdin: "null",
+    }).output();
+    const output = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+    return { checks: checksIn(`${dir}/results`), output };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}

@@ -14,10 +14,9 @@
 
 import { assert, assertEquals } from "../helpers/assert.ts";
 import { ROOT } from "../helpers/wire_client.ts";
+import { runConformanceClient } from "../helpers/mcp.ts";
 
-const CONFORMANCE = "npm:@modelcontextprotocol/conformance@0.1.16";
 const CLIENT = `${ROOT}tests/fixtures/conformance_auth_client.ts`;
-const CONFIG = `${ROOT}deno.test.json`;
 
 const SCENARIOS = [
   "metadata-default",
@@ -43,65 +42,15 @@ const SCENARIOS = [
   "client-credentials-basic",
 ];
 
-interface Check {
-  id: string;
-  status: string;
-  description?: string;
-}
-
-function checksIn(dir: string): Check[] {
-  for (const entry of Deno.readDirSync(dir)) {
-    const path = `${dir}/${entry.name}`;
-    if (entry.isDirectory) {
-      const found = checksIn(path);
-      if (found.length > 0) return found;
-    } else if (entry.name === "checks.json") {
-      return JSON.parse(Deno.readTextFileSync(path));
-    }
-  }
-  return [];
-}
-
 for (const scenario of SCENARIOS) {
   Deno.test(`mcp oauth conformance: auth/${scenario}`, async () => {
-    const dir = await Deno.makeTempDir();
-    try {
-      const command = [Deno.execPath(), "run", "-A", "--cached-only", "--config", CONFIG, CLIENT]
-        .map((a) => `'${a}'`).join(" ");
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "-A",
-          "--cached-only",
-          "--config",
-          CONFIG,
-          CONFORMANCE,
-          "client",
-          "--command",
-          command,
-          "--scenario",
-          `auth/${scenario}`,
-          "--timeout",
-          "240000",
-          "--output-dir",
-          `${dir}/results`,
-        ],
-        cwd: dir,
-        stdout: "piped",
-        stderr: "piped",
-        stdin: "null",
-      }).output();
-      const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-      const checks = checksIn(`${dir}/results`);
-      assert(checks.length > 0, text);
-      assertEquals(
-        checks.filter((c) => c.status === "FAILURE" || c.status === "WARNING"),
-        [],
-        text,
-      );
-      assert(checks.some((c) => c.status === "SUCCESS"), text);
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
+    const { checks, output } = await runConformanceClient(CLIENT, `auth/${scenario}`, 240_000);
+    assert(checks.length > 0, output);
+    assertEquals(
+      checks.filter((c) => c.status === "FAILURE" || c.status === "WARNING"),
+      [],
+      output,
+    );
+    assert(checks.some((c) => c.status === "SUCCESS"), output);
   });
 }

@@ -33,7 +33,7 @@ import {
   ROOT,
   waitFor,
 } from "../helpers/wire_client.ts";
-import { EVERYTHING_ARGS, textOf } from "../helpers/mcp.ts";
+import { EVERYTHING_ARGS, runConformanceClient, textOf } from "../helpers/mcp.ts";
 import type { TomlTable } from "../../src/codex_config/toml_write.ts";
 
 const TINY = `${ROOT}tests/fixtures/mcp_tiny_server.ts`;
@@ -1101,67 +1101,23 @@ enabled = false
 });
 
 // ---------------------------------------------------------------------------
-// The official conformance suite's client scenarios an HTTP client without
-// OAuth can run (the auth/* scenarios need an OAuth client, which this
-// runtime does not have).
+// The official conformance suite's client scenarios for an HTTP client
+// without OAuth (the auth/* scenarios run in mcp_oauth_conformance_test.ts).
 
-const CONFORMANCE = "npm:@modelcontextprotocol/conformance@0.1.16";
 const CONFORMANCE_CLIENT = `${ROOT}tests/fixtures/conformance_client.ts`;
 
 for (
   const scenario of ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
 ) {
   Deno.test(`mcp conformance: client scenario ${scenario}`, async () => {
-    const dir = await Deno.makeTempDir();
-    try {
-      const command = [
-        Deno.execPath(),
-        "run",
-        "-A",
-        "--cached-only",
-        "--config",
-        CONFIG,
-        CONFORMANCE_CLIENT,
-      ]
-        .map((a) => `'${a}'`).join(" ");
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "-A",
-          "--cached-only",
-          "--config",
-          CONFIG,
-          CONFORMANCE,
-          "client",
-          "--command",
-          command,
-          "--scenario",
-          scenario,
-          "--timeout",
-          "120000",
-          "--output-dir",
-          `${dir}/results`,
-        ],
-        cwd: dir,
-        stdout: "piped",
-        stderr: "piped",
-        stdin: "null",
-      }).output();
-      const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-      // Judge by the recorded checks. The one timing check (sse-retry:
-      // reconnect within retry + 200 ms) belongs in a benchmark, not in a
-      // test that must pass on a loaded machine; it is reported, not judged.
-      const results = [...Deno.readDirSync(`${dir}/results`)];
-      assertEquals(results.length, 1, text);
-      const checks = JSON.parse(
-        await Deno.readTextFile(`${dir}/results/${results[0]!.name}/checks.json`),
-      ) as Array<{ id: string; status: string; errorMessage?: string }>;
-      const judged = checks.filter((c) => c.id !== "client-sse-retry-timing");
-      assertEquals(judged.filter((c) => c.status === "FAILURE"), [], text);
-      assert(judged.some((c) => c.status === "SUCCESS"), text);
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
+    const { checks, output } = await runConformanceClient(CONFORMANCE_CLIENT, scenario, 120_000);
+    // Judge by the recorded checks. The one timing check (sse-retry:
+    // reconnect within retry + 200 ms) belongs in a benchmark, not in a
+    // test that must pass on a loaded machine; it is reported, not judged.
+    assert(checks.length > 0, output);
+    const judged = checks.filter((c) => c.id !== "client-sse-retry-timing");
+    assertEquals(judged.filter((c) => c.status === "FAILURE"), [], output);
+    assert(judged.some((c) => c.status === "SUCCESS"), output);
   });
 }
 
