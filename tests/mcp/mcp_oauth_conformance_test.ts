@@ -1,5 +1,5 @@
 // The official MCP conformance suite's OAuth client scenarios (auth/*),
-// run against our MCP runtime (tests/fixtures/conformance_auth_client.ts):
+// run against our MCP runtime (tests/fixtures/conformance_client.ts):
 // discovery, registration (dynamic, client ID metadata document,
 // pre-registered), PKCE, resource indicators, token endpoint
 // authentication, scope selection and step-up, the 2025-03-26 fallbacks,
@@ -16,7 +16,7 @@ import { assert, assertEquals } from "../helpers/assert.ts";
 import { ROOT } from "../helpers/wire_client.ts";
 import { runConformanceClient } from "../helpers/mcp.ts";
 
-const CLIENT = `${ROOT}tests/fixtures/conformance_auth_client.ts`;
+const CLIENT = `${ROOT}tests/fixtures/conformance_client.ts`;
 
 const SCENARIOS = [
   "metadata-default",
