@@ -1,4 +1,9 @@
-// MCP messages shared by the tests that speak MCP by hand.
+// MCP messages shared by the tests that speak MCP by hand, and runners for
+// the MCP conformance suite and the `mcp-servers` CLI.
+
+// Paths of their own (not wire_client.ts's): importing this file loads no server.
+const ROOT = new URL("../../", import.meta.url).pathname;
+const CLI = `${ROOT}cli.ts`;
 
 /** The MCP `initialize` request a test client sends first. */
 export function mcpInitialize(id = 1, clientName = "t"): Record<string, unknown> {
@@ -65,8 +70,7 @@ export async function runConformanceClient(
   scenario: string,
   timeoutMs: number,
 ): Promise<{ checks: ConformanceCheck[]; output: string }> {
-  const root = new URL("../../", import.meta.url).pathname;
-  const config = `${root}deno.test.json`;
+  const config = `${ROOT}deno.test.json`;
   const dir = await Deno.makeTempDir();
   try {
     const command = [Deno.execPath(), "run", "-A", "--cached-only", "--config", config, fixture]
@@ -99,4 +103,31 @@ export async function runConformanceClient(
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+}
+
+/** What one `exec-server mcp-servers …` run printed and its exit code. */
+export interface McpServersRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `exec-server mcp-servers <args> --config-home <home>` from the source
+ * tree, with extra environment variables where given.
+ */
+export async function mcpServersCli(
+  args: string[],
+  home: string,
+  env: Record<string, string> = {},
+): Promise<McpServersRun> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, "mcp-servers", ...args, "--config-home", home],
+    env,
+    stdout: "piped",
+    stderr: "piped",
+    stdin: "null",
+  }).output();
+  const d = new TextDecoder();
+  return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
 }

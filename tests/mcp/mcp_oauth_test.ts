@@ -9,6 +9,7 @@
 import { assert, assertEquals, assertRejects } from "../helpers/assert.ts";
 import { CLI, ROOT } from "../helpers/wire_client.ts";
 import { referenceBin } from "../helpers/reference.ts";
+import { mcpServersCli as cli } from "../helpers/mcp.ts";
 import { type OAuthMcpServer, startOAuthMcpServer } from "../fixtures/oauth_mcp_server.ts";
 import { parseMcpServerConfig } from "../../src/mcp/runtime/config.ts";
 import { McpConnectionManager } from "../../src/mcp/runtime/manager.ts";
@@ -21,24 +22,6 @@ import {
 import { loginMcpServer } from "../../src/mcp/oauth/login.ts";
 
 const FOLLOW = "curl -s -L -o /dev/null";
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function cli(args: string[], home: string, env: Record<string, string> = {}): Promise<Run> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, "mcp-servers", ...args, "--config-home", home],
-    env,
-    stdout: "piped",
-    stderr: "piped",
-    stdin: "null",
-  }).output();
-  const d = new TextDecoder();
-  return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
-}
 
 async function homeWith(toml: string): Promise<string> {
   const home = await Deno.makeTempDir();

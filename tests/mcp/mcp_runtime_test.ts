@@ -33,7 +33,12 @@ import {
   ROOT,
   waitFor,
 } from "../helpers/wire_client.ts";
-import { EVERYTHING_ARGS, runConformanceClient, textOf } from "../helpers/mcp.ts";
+import {
+  EVERYTHING_ARGS,
+  mcpServersCli as cli,
+  runConformanceClient,
+  textOf,
+} from "../helpers/mcp.ts";
 import type { TomlTable } from "../../src/codex_config/toml_write.ts";
 
 const TINY = `${ROOT}tests/fixtures/mcp_tiny_server.ts`;
@@ -997,20 +1002,6 @@ Deno.test("mcp remote stdio: server-everything through the relay, end-to-end enc
 
 // ---------------------------------------------------------------------------
 // The CLI
-
-async function cli(
-  args: string[],
-  home: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${ROOT}cli.ts`, "mcp-servers", ...args, "--config-home", home],
-    stdout: "piped",
-    stderr: "piped",
-    stdin: "null",
-  }).output();
-  const d = new TextDecoder();
-  return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
-}
 
 Deno.test("mcp-servers CLI: list, status, tools, call against a Codex config, a server placed with --environment", async () => {
   const home = await Deno.makeTempDir();
