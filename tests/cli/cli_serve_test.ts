@@ -2,6 +2,7 @@ import { assert, assertEquals, assertStringIncludes } from "../helpers/assert.ts
 import { CLI, firstLine, spawnStdioServer, webSocketClient } from "../helpers/wire_client.ts";
 import { parseListen, parseServeArgs } from "../../src/cli/serve.ts";
 import { UsageError } from "../../src/cli/common.ts";
+import { COMMANDS } from "../helpers/cli_reference.ts";
 
 async function runCli(
   args: string[],
@@ -303,21 +304,7 @@ Deno.test("cli: SIGINT ends cleanly while a dead client's chatty process is paus
 });
 
 Deno.test("cli help: every command lists -h/--help and --version; remote flags where taken", async () => {
-  const commands = [
-    "serve",
-    "exec",
-    "fs",
-    "info",
-    "relay",
-    "forward",
-    "proxy",
-    "mcp",
-    "mcp-bridge",
-    "responses-proxy",
-    "stdio-to-uds",
-    "mcp-servers",
-    "relay token",
-  ];
+  const commands = [...COMMANDS, "relay token"];
   const helps = await Promise.all(commands.map(async (c) => {
     const { code, stdout } = await runCli([...c.split(" "), "--help"]);
     return { c, code, text: stdout };
