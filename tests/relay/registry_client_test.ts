@@ -3,7 +3,7 @@
 // executor whose rendezvous URL is refused registers again.
 
 import { nullLogger } from "../../src/log/logger.ts";
-import { generateIdentity } from "../../src/noise/hybrid_ik.ts";
+import { generateIdentity, SECURITY_PROFILE } from "../../src/noise/hybrid_ik.ts";
 import { loadNoiseCrypto } from "../../src/noise/primitives.ts";
 import { loadLibc } from "../../src/util/libc.ts";
 import { RemoteExecutor } from "../../src/relay/executor/executor.ts";
@@ -143,4 +143,53 @@ Deno.test("registry client: a refusal keeps the registry's reason; a non-JSON er
   );
   assert(error.message.length < 400, `${error.message.length} characters`);
   assert(error.message.includes(" bytes)"), error.message);
+});
+
+Deno.test("registry client: register and validate send the bearer, account id, stream id and body the registry protocol names (trailing slashes trimmed, the id encoded)", async () => {
+  const requests: Array<{ path: string; headers: Headers; body: unknown }> = [];
+  const identity = generateIdentity();
+  await using registry = fakeRegistry(async (req) => {
+    const path = new URL(req.url).pathname;
+    requests.push({ path, headers: req.headers, body: await req.json() });
+    return path.endsWith("/register")
+      ? Response.json({
+        environment_id: "env/1",
+        url: "wss://relay.example/executor?sig=x",
+        security_profile: SECURITY_PROFILE,
+        executor_registration_id: "reg_9",
+      })
+      : Response.json({ valid: true });
+  });
+  const endpoint = { url: `${registry.url}//`, bearer: "tok_1", accountId: "acct_7" };
+  const registration = await registerExecutor(endpoint, "env/1", identity.publicKey);
+  assertEquals(
+    await validateHarness(endpoint, "env/1", "stream-3", body(identity)),
+    "valid",
+  );
+  const [register, validate] = requests;
+  assertEquals(register!.path, "/cloud/environment/env%2F1/register");
+  assertEquals(register!.headers.get("authorization"), "Bearer tok_1");
+  assertEquals(register!.headers.get("chatgpt-account-id"), "acct_7");
+  assertEquals(register!.headers.get("content-type"), "application/json");
+  assertEquals(Object.keys(register!.body as object).sort(), [
+    "executor_public_key",
+    "security_profile",
+  ]);
+  assertEquals(
+    (register!.body as { executor_public_key: unknown }).executor_public_key,
+    identity.publicKey,
+  );
+  assertEquals(
+    (register!.body as { security_profile: unknown }).security_profile,
+    SECURITY_PROFILE,
+  );
+  assertEquals(registration, {
+    environmentId: "env/1",
+    url: "wss://relay.example/executor?sig=x",
+    executorRegistrationId: "reg_9",
+  });
+  assertEquals(validate!.path, "/cloud/environment/env%2F1/validate");
+  assertEquals(validate!.headers.get("x-codex-noise-stream-id"), "stream-3");
+  assertEquals(validate!.headers.get("authorization"), "Bearer tok_1");
+  assertEquals(validate!.body, body(identity));
 });
