@@ -42,7 +42,6 @@ import {
 import type { TomlTable } from "../../src/codex_config/toml_write.ts";
 
 const TINY = `${ROOT}tests/fixtures/mcp_tiny_server.ts`;
-const CONFIG = `${ROOT}deno.test.json`;
 
 function tiny(
   name: string,
