@@ -1,5 +1,6 @@
 import { assert, assertEquals, assertStringIncludes } from "../helpers/assert.ts";
 import { CLI, firstLine } from "../helpers/wire_client.ts";
+import { runCli } from "../helpers/cli.ts";
 import { splitCommand } from "../../src/cli/client_args.ts";
 import { sandboxSupport } from "../../src/sandbox/bwrap.ts";
 import { scratchRoot } from "../helpers/reference.ts";
@@ -7,21 +8,7 @@ import { VERSION } from "../../src/version.ts";
 
 const dec = new TextDecoder();
 
-async function cli(args: string[], stdin?: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, ...args],
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const w = child.stdin.getWriter();
-    await w.write(new TextEncoder().encode(stdin));
-    await w.close();
-  }
-  const out = await child.output();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
+const cli = (args: string[], stdin?: string) => runCli(args, { stdin });
 
 Deno.test("cli exec: streams output, forwards stdin, exits with the remote code", async () => {
   const r = await cli([

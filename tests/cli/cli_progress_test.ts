@@ -1,5 +1,6 @@
 import { assert, assertEquals, assertStringIncludes } from "../helpers/assert.ts";
 import { CLI } from "../helpers/wire_client.ts";
+import { runCli } from "../helpers/cli.ts";
 import { formatBytes, progressLine, progressStream } from "../../src/cli/progress.ts";
 import { VERSION } from "../../src/version.ts";
 
@@ -43,15 +44,7 @@ Deno.test("progress: redraws at most once per interval and ends with a newline",
   assertStringIncludes(last, "1000 B / 1000 B");
 });
 
-async function cli(args: string[]) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, ...args],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
+const cli = (args: string[]) => runCli(args);
 
 /**
  * Runs `command` under `script` (a pseudo-terminal) until `until` shows up. The command is

@@ -3,26 +3,10 @@ import { CLI, firstLine, spawnStdioServer, webSocketClient } from "../helpers/wi
 import { parseListen, parseServeArgs } from "../../src/cli/serve.ts";
 import { UsageError } from "../../src/cli/common.ts";
 import { COMMANDS } from "../helpers/cli_reference.ts";
+import { runCli as runCliIn } from "../helpers/cli.ts";
 
-async function runCli(
-  args: string[],
-  env: Record<string, string> = {},
-  stdin: "null" | "piped" = "null",
-) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    // Deno KV for `relay` (its default store); harmless elsewhere.
-    args: ["run", "-A", "--unstable-kv", CLI, ...args],
-    stdin,
-    stdout: "piped",
-    stderr: "piped",
-    env,
-  }).output();
-  return {
-    code: out.code,
-    stdout: new TextDecoder().decode(out.stdout),
-    stderr: new TextDecoder().decode(out.stderr),
-  };
-}
+// Deno KV for `relay` (its default store); harmless elsewhere.
+const runCli = (args: string[]) => runCliIn(args, { denoFlags: ["--unstable-kv"] });
 
 Deno.test("cli: stdio serve speaks only protocol on stdout, logs JSON on stderr, exits 0 at EOF", async () => {
   await using s = spawnStdioServer(["serve", "--listen", "stdio", "--log-level", "debug"]);

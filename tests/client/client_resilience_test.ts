@@ -19,6 +19,7 @@ import { listenWebSocket } from "../../src/server/listen_ws.ts";
 import { nullLogger } from "../../src/log/logger.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { CLI, eventually, freePort, waitFor } from "../helpers/wire_client.ts";
+import { runCli } from "../helpers/cli.ts";
 import { tcpRelay } from "../helpers/tcp_relay.ts";
 import { serverKinds, startWsServer } from "../helpers/ws_server.ts";
 import { BodyStreams, UNCONTROLLED_BODY_LIMIT } from "../../src/client/fetch.ts";
@@ -523,16 +524,7 @@ Deno.test("cli --wait-ready: a URL polled until 2xx, a command that must exit 0"
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     () => new Response(null, { status: ++health < 3 ? 503 : 200 }),
   );
-  const run = async (...args: string[]) => {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", CLI, "exec", "--url", listener.url, ...args],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const d = new TextDecoder();
-    return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
-  };
+  const run = (...args: string[]) => runCli(["exec", "--url", listener.url, ...args]);
   try {
     const polled = await run(
       "--wait-ready",

@@ -1,9 +1,10 @@
 // MCP messages shared by the tests that speak MCP by hand, and runners for
 // the MCP conformance suite and the `mcp-servers` CLI.
 
-// Paths of their own (not wire_client.ts's): importing this file loads no server.
+import { type CliRun, runCli } from "./cli.ts";
+
+// A path of its own (not wire_client.ts's): importing this file loads no server.
 const ROOT = new URL("../../", import.meta.url).pathname;
-const CLI = `${ROOT}cli.ts`;
 
 /** The MCP `initialize` request a test client sends first. */
 export function mcpInitialize(id = 1, clientName = "t"): Record<string, unknown> {
@@ -105,29 +106,14 @@ export async function runConformanceClient(
   }
 }
 
-/** What one `exec-server mcp-servers …` run printed and its exit code. */
-export interface McpServersRun {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 /**
  * Runs `exec-server mcp-servers <args> --config-home <home>` from the source
  * tree, with extra environment variables where given.
  */
-export async function mcpServersCli(
+export function mcpServersCli(
   args: string[],
   home: string,
   env: Record<string, string> = {},
-): Promise<McpServersRun> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, "mcp-servers", ...args, "--config-home", home],
-    env,
-    stdout: "piped",
-    stderr: "piped",
-    stdin: "null",
-  }).output();
-  const d = new TextDecoder();
-  return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
+): Promise<CliRun> {
+  return runCli(["mcp-servers", ...args, "--config-home", home], { env });
 }

@@ -3,6 +3,7 @@
 // code with the package under test.
 
 import "./libc_preload.ts";
+import { CLI } from "./cli.ts";
 import { concatBytes } from "../../src/util/bytes.ts";
 import { ExecServer, type ExecServerOptions } from "../../src/server/exec_server.ts";
 import { serveStdio } from "../../src/server/listen_stdio.ts";
@@ -14,7 +15,7 @@ export type Msg = Record<string, any>;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-export const CLI = new URL("../../cli.ts", import.meta.url).pathname;
+export { CLI };
 export const ROOT = new URL("../../", import.meta.url).pathname;
 
 /** Collects log lines in memory (to assert on them, e.g. that no secret appears). */
