@@ -267,7 +267,11 @@ Deno.test({
               },
             },
           );
-          assertEquals(run.stdout.includes("confined"), true, `${named.name}: ${run.stderr}`);
+          assertEquals(
+            run.stdout.includes("confined"),
+            true,
+            `${named.name} tty=${tty}: ${JSON.stringify(run)}`,
+          );
           const loads = (await Deno.readTextFile(mark).catch(() => "")).trim().split("\n")
             .filter((l) => l !== "");
           const onHost = loads.filter((l) => l.startsWith(`${hostNamespace} `));
