@@ -2,6 +2,7 @@
 // echoes what it saw, a TLS origin with its own CA, a proxy with a fake
 // resolver, curl, and a process run with a launched proxy.
 
+import { join } from "node:path";
 import { defaultNetworkProxyConfig, type NetworkProxyConfig } from "../../src/proxy/config.ts";
 import { NetworkProxy, type NetworkProxyOptions } from "../../src/proxy/network_proxy.ts";
 import { generateMitmCa } from "../../src/proxy/mitm/x509.ts";
@@ -35,12 +36,12 @@ export function httpOrigin(handler?: (req: Request) => Response | Promise<Respon
 }
 
 /** A TLS origin whose certificate (for `names`) comes from its own CA. */
-export async function tlsOrigin(names: string[], port = 0) {
+export async function tlsOrigin(names: string[], port = 0, hostname = "127.0.0.1") {
   const ca = await generateMitmCa();
   const leaf = await ca.mintLeaf(names[0]!);
   const seen: Seen[] = [];
   const server = Deno.serve({
-    hostname: "127.0.0.1",
+    hostname,
     port,
     cert: leaf.certPem,
     key: leaf.keyPem,
@@ -76,6 +77,51 @@ export function fakeResolver(table: Record<string, string[]>) {
 
 export async function startProxy(c: NetworkProxyConfig, options: NetworkProxyOptions = {}) {
   return await NetworkProxy.start(c, { logger: nullLogger, env: () => undefined, ...options });
+}
+
+/**
+ * A proxy with TLS interception in a fresh home that trusts `originCaPem`
+ * for upstreams (`SSL_CERT_FILE`); `extraEnv` is its environment, and
+ * `options` override the rest (the default resolver maps `api.example.test`
+ * and `plain.example.test` to 127.0.0.1).
+ */
+export async function mitmProxy(
+  c: NetworkProxyConfig,
+  originCaPem: string,
+  extraEnv: Record<string, string> = {},
+  options: NetworkProxyOptions = {},
+) {
+  const home = await Deno.makeTempDir();
+  await Deno.writeTextFile(join(home, "origin-ca.pem"), originCaPem);
+  const vars: Record<string, string> = { SSL_CERT_FILE: join(home, "origin-ca.pem"), ...extraEnv };
+  const env = (n: string) => vars[n];
+  const proxy = await startProxy(c, {
+    env,
+    resolver: fakeResolver({
+      "api.example.test": ["127.0.0.1"],
+      "plain.example.test": ["127.0.0.1"],
+    }),
+    mitm: { home, env },
+    ...options,
+  });
+  return {
+    proxy,
+    home,
+    async [Symbol.asyncDispose]() {
+      await proxy.shutdown();
+      await Deno.remove(home, { recursive: true });
+    },
+  };
+}
+
+/** Whether this process may listen on `hostname`:443 (root, or a low unprivileged port start). */
+export function canBind443(hostname = "127.0.0.1"): boolean {
+  try {
+    Deno.listen({ hostname, port: 443 }).close();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export function addr(a: Deno.NetAddr | null): string {
@@ -136,13 +182,18 @@ export async function raw(
   return text;
 }
 
-/** A raw HTTP/1.1 upstream recording every byte; answers each request head with `ok`. */
-export function recordingUpstream() {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+/**
+ * A raw HTTP/1.1 upstream recording every byte and counting connections;
+ * answers each request head with `ok`.
+ */
+export function recordingUpstream(hostname = "127.0.0.1", port = 0) {
+  const listener = Deno.listen({ hostname, port });
   let received = "";
+  let accepted = 0;
   const conns = new Set<Deno.Conn>();
   const serving = (async () => {
     for await (const conn of listener) {
+      accepted++;
       conns.add(conn);
       (async () => {
         const buffer = new Uint8Array(65536);
@@ -168,9 +219,13 @@ export function recordingUpstream() {
   })();
   return {
     port: (listener.addr as Deno.NetAddr).port,
-    url: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    url: `http://${hostname}:${(listener.addr as Deno.NetAddr).port}`,
     get received() {
       return received;
+    },
+    /** Connections accepted so far. */
+    get accepted() {
+      return accepted;
     },
     async [Symbol.asyncDispose]() {
       listener.close();

@@ -13,39 +13,11 @@ import {
 } from "../../src/proxy/mitm/files.ts";
 import { extractCertificates } from "../../src/proxy/mitm/trust.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "../helpers/assert.ts";
-import { addr, config, curl, fakeResolver, startProxy, tlsOrigin } from "../helpers/proxy.ts";
-import type { NetworkProxyConfig } from "../../src/proxy/config.ts";
+import { addr, canBind443, config, curl, mitmProxy, tlsOrigin } from "../helpers/proxy.ts";
 import { loadLibc } from "../../src/util/libc.ts";
 
 // CA leases use flock through FFI; load libc once, outside any test.
 loadLibc();
-
-async function mitmProxy(
-  c: NetworkProxyConfig,
-  originCaPem: string,
-  extraEnv: Record<string, string> = {},
-) {
-  const home = await Deno.makeTempDir();
-  await Deno.writeTextFile(join(home, "origin-ca.pem"), originCaPem);
-  const vars: Record<string, string> = { SSL_CERT_FILE: join(home, "origin-ca.pem"), ...extraEnv };
-  const env = (n: string) => vars[n];
-  const proxy = await startProxy(c, {
-    env,
-    resolver: fakeResolver({
-      "api.example.test": ["127.0.0.1"],
-      "plain.example.test": ["127.0.0.1"],
-    }),
-    mitm: { home, env },
-  });
-  return {
-    proxy,
-    home,
-    async [Symbol.asyncDispose]() {
-      await proxy.shutdown();
-      await Deno.remove(home, { recursive: true });
-    },
-  };
-}
 
 Deno.test("mitm: limited mode intercepts CONNECT, allows GET, blocks POST; fetch trusts the CA", async () => {
   const origin = await tlsOrigin(["127.0.0.1"]);
@@ -214,15 +186,6 @@ Deno.test("mitm: a request for another host inside the tunnel is a 400, not reco
     await origin.server.shutdown();
   }
 });
-
-function canBind443(): boolean {
-  try {
-    Deno.listen({ hostname: "127.0.0.1", port: 443 }).close();
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 Deno.test({
   name: "mitm: SOCKS5 to port 443 is intercepted in limited mode; other ports are refused",
