@@ -2,7 +2,8 @@
 // followed, a validation is valid only for `{"valid": true}`, and an
 // executor whose rendezvous URL is refused registers again.
 
-import { nullLogger } from "../../src/log/logger.ts";
+import { createLogger, nullLogger } from "../../src/log/logger.ts";
+import { connect } from "../../src/client/client.ts";
 import { generateIdentity, SECURITY_PROFILE } from "../../src/noise/hybrid_ik.ts";
 import { loadNoiseCrypto } from "../../src/noise/primitives.ts";
 import { loadLibc } from "../../src/util/libc.ts";
@@ -15,7 +16,7 @@ import {
 } from "../../src/relay/wire/registry_client.ts";
 import { startRelayServer } from "../../src/relay/server/relay_server.ts";
 import { ExecServer } from "../../src/server/exec_server.ts";
-import { assert, assertEquals, assertRejects } from "../helpers/assert.ts";
+import { assert, assertEquals, assertRejects, assertStringIncludes } from "../helpers/assert.ts";
 
 await loadNoiseCrypto();
 // An ExecServer loads libc (FFI) on first use; it stays open for the process.
@@ -122,7 +123,7 @@ Deno.test("remote executor: a refused rendezvous URL makes it register again", a
   }
 });
 
-Deno.test("registry client: a refusal keeps the registry's reason; a non-JSON error body is previewed, bounded", async () => {
+Deno.test("registry client: a refusal keeps the registry's code, not its body; a non-JSON error body is previewed, bounded", async () => {
   const identity = generateIdentity();
   await using forbidden = fakeRegistry(() =>
     Response.json({ error: { code: "token_revoked", message: "the token was revoked at 09:00" } }, {
@@ -132,7 +133,7 @@ Deno.test("registry client: a refusal keeps the registry's reason; a non-JSON er
   await assertRejects(
     () => connectHarness({ url: forbidden.url, bearer: "t" }, "e", identity.publicKey),
     RegistryError,
-    "environment registry rejected the connect credentials (HTTP 403) (token_revoked): the token was revoked at 09:00",
+    "environment registry rejected the connect credentials (HTTP 403) (token_revoked)",
   );
   const page = `<html><body>${"Bad gateway. ".repeat(50_000)}</body></html>`;
   await using broken = fakeRegistry(() => new Response(page, { status: 418 }));
@@ -143,6 +144,134 @@ Deno.test("registry client: a refusal keeps the registry's reason; a non-JSON er
   );
   assert(error.message.length < 400, `${error.message.length} characters`);
   assert(error.message.includes(" bytes)"), error.message);
+});
+
+Deno.test("registry client: what a refusal echoes back is never shown — no body on 401/403, the bearer and bearer-shaped values redacted elsewhere, odd codes dropped", async () => {
+  const identity = generateIdentity();
+  const bearer = "tok_5ecret_value";
+  const echoes: Array<[number, () => Response, string]> = [
+    [
+      401,
+      () =>
+        Response.json({ error: { code: "bad_token", message: `token ${bearer} is unknown` } }, {
+          status: 401,
+        }),
+      "environment registry rejected the register credentials (HTTP 401) (bad_token)",
+    ],
+    [
+      403,
+      () => new Response(`Authorization: Bearer ${bearer}`, { status: 403 }),
+      "environment registry rejected the register credentials (HTTP 403)",
+    ],
+    [
+      500,
+      () =>
+        Response.json({ error: { code: "internal", message: `failed for ${bearer}` } }, {
+          status: 500,
+        }),
+      "environment registry register failed with HTTP 500 (internal): failed for [redacted]",
+    ],
+    [
+      502,
+      () =>
+        new Response(
+          `<pre>POST /register\nauthorization: Bearer other.jwt.value\nx: Basic dXNlcjpwdw==</pre>`,
+          {
+            status: 502,
+          },
+        ),
+      "environment registry register failed with HTTP 502: <pre>POST /register authorization: Bearer [redacted] x: Basic [redacted]</pre>",
+    ],
+    [
+      500,
+      () => Response.json({ error: { code: `token ${bearer}`, message: "no" } }, { status: 500 }),
+      "environment registry register failed with HTTP 500: no",
+    ],
+  ];
+  for (const [status, answer, expected] of echoes) {
+    await using registry = fakeRegistry(answer);
+    const error = await assertRejects(
+      () =>
+        registerExecutor({ url: registry.url, bearer }, "e", identity.publicKey, {
+          maxAttempts: 1,
+        }),
+      RegistryError,
+    );
+    assertEquals([error.status, error.message], [status, expected]);
+    for (const secret of [bearer, "other.jwt.value", "dXNlcjpwdw=="]) {
+      assert(!error.message.includes(secret), error.message);
+    }
+  }
+});
+
+Deno.test("remote executor: a validation refused with a body that echoes secrets — the harness is refused, the log says the status and code, never the body", async () => {
+  const relay = await startRelayServer({ port: 0, logger: nullLogger });
+  const executorToken = await relay.store.createToken("executor", "env-v");
+  const harnessToken = await relay.store.createToken("harness", "env-v");
+  const secret = `hka_echo_${crypto.randomUUID()}`;
+  let status = 401;
+  // A registry in front of the relay whose /validate refuses, echoing what it got.
+  await using registry = fakeRegistry(async (req) => {
+    const path = new URL(req.url).pathname;
+    const text = await req.text();
+    if (path.endsWith("/validate")) {
+      return Response.json({
+        error: {
+          code: "authorization_rejected",
+          message: `${secret} ${req.headers.get("authorization")} ${text}`,
+        },
+      }, { status });
+    }
+    const upstream = await fetch(`${relay.url}${path}`, {
+      method: "POST",
+      headers: req.headers,
+      body: text,
+    });
+    return new Response(upstream.body, { status: upstream.status, headers: upstream.headers });
+  });
+  const lines: string[] = [];
+  const server = new ExecServer();
+  const executor = await RemoteExecutor.start({
+    registry: { url: registry.url, bearer: executorToken },
+    environmentId: "env-v",
+    server,
+    logger: createLogger({ level: "trace", write: (line) => lines.push(line) }),
+    backoff: { initialMs: 20, maxMs: 50 },
+  });
+  try {
+    await executor.connected;
+    const refusals: string[] = [];
+    for (status of [401, 403, 500]) {
+      const error = await assertRejects(() =>
+        connect({
+          rendezvous: { registryUrl: relay.url, environmentId: "env-v", token: harnessToken },
+          reconnect: false,
+          connectTimeoutMs: 10_000,
+        })
+      );
+      refusals.push(error.message);
+      assert(!error.message.includes(secret), error.message);
+      assert(!error.message.includes(executorToken), error.message);
+    }
+    assertStringIncludes(refusals[0]!, "rejected");
+    const refused = lines.filter((l) => l.includes("remote.harness_refused")).map((l) => {
+      const record = JSON.parse(l);
+      return [record.status, record.code];
+    });
+    assertEquals(refused, [
+      [401, "authorization_rejected"],
+      [403, "authorization_rejected"],
+      [500, "authorization_rejected"],
+    ]);
+    for (const line of lines) {
+      assert(!line.includes(secret), line);
+      assert(!line.includes(executorToken), line);
+    }
+  } finally {
+    await executor.close();
+    await server.close();
+    await relay.close();
+  }
 });
 
 Deno.test("registry client: register and validate send the bearer, account id, stream id and body the registry protocol names (trailing slashes trimmed, the id encoded)", async () => {

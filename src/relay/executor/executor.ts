@@ -325,6 +325,7 @@ export class RemoteExecutor implements AsyncDisposable {
           harness_public_key: encodePublicKey(hs.remoteStatic!),
           harness_key_authorization: authorization,
         },
+        (why) => this.#logger.info("remote.harness_refused", { stream: id, ...why }),
       );
       if (pending.cancelled) return;
       this.#pending--;

@@ -101,29 +101,52 @@ async function readPreview(response: Response, limit: number): Promise<string> {
   return new TextDecoder().decode(concatBytes(chunks, size).subarray(0, limit));
 }
 
-/** What the registry said: its JSON error message, or a bounded preview of the body. */
-function registryReason(json: unknown, text: string): string {
-  const error = (json as { error?: { message?: unknown } } | null)?.error;
-  if (typeof error?.message === "string") return `: ${error.message}`;
-  if (json !== null) return "";
-  const preview = text.replace(/\s+/g, " ").trim();
-  if (preview === "") return "";
-  return `: ${
-    preview.length > PREVIEW_CHARS
-      ? `${preview.slice(0, PREVIEW_CHARS)}… (${text.length} bytes)`
-      : preview
-  }`;
+/**
+ * The registry's error code, when it is a plain identifier (anything else
+ * could carry what it echoes back, so it is not shown).
+ */
+function registryCode(json: unknown): string | null {
+  const code = (json as { error?: { code?: unknown } } | null)?.error?.code;
+  return typeof code === "string" && /^[A-Za-z0-9_.:-]{1,64}$/.test(code) ? code : null;
 }
 
-function failure(status: number, json: unknown, what: string, text = ""): RegistryError {
-  const error = (json as { error?: { code?: unknown; message?: unknown } } | null)?.error;
-  const code = typeof error?.code === "string" ? error.code : null;
-  const reason = registryReason(json, text);
+/**
+ * What the registry said: its JSON error message, or a bounded preview of
+ * the body — with the bearer, and any `Bearer`/`Basic` credential (token68
+ * characters), replaced by `[redacted]` (an error page may echo the request).
+ */
+function registryReason(json: unknown, text: string, bearer: string): string {
+  const error = (json as { error?: { message?: unknown } } | null)?.error;
+  let reason: string;
+  if (typeof error?.message === "string") reason = error.message;
+  else if (json !== null) return "";
+  else {
+    const preview = text.replace(/\s+/g, " ").trim();
+    if (preview === "") return "";
+    reason = preview.length > PREVIEW_CHARS
+      ? `${preview.slice(0, PREVIEW_CHARS)}… (${text.length} bytes)`
+      : preview;
+  }
+  // A bearer too short to be a credential would redact ordinary words.
+  if (bearer.length >= 8) reason = reason.split(bearer).join("[redacted]");
+  return `: ${reason.replace(/\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+/gi, "$1 [redacted]")}`;
+}
+
+function failure(
+  endpoint: RegistryEndpoint,
+  status: number,
+  json: unknown,
+  what: string,
+  text = "",
+): RegistryError {
+  const code = registryCode(json);
   if (status === 401 || status === 403) {
+    // No body: a refusal of credentials may echo them (as Codex, which
+    // leaves it out too); the status and the code say what happened.
     return new RegistryError(
       `environment registry rejected the ${what} credentials (HTTP ${status})${
         code ? ` (${code})` : ""
-      }${reason}`,
+      }`,
       status,
       code,
     );
@@ -136,7 +159,9 @@ function failure(status: number, json: unknown, what: string, text = ""): Regist
     );
   }
   return new RegistryError(
-    `environment registry ${what} failed with HTTP ${status}${code ? ` (${code})` : ""}${reason}`,
+    `environment registry ${what} failed with HTTP ${status}${code ? ` (${code})` : ""}${
+      registryReason(json, text, endpoint.bearer)
+    }`,
     status,
     code,
   );
@@ -202,7 +227,7 @@ export async function registerExecutor(
       }
       return { environmentId, url: r.url, executorRegistrationId: r.executor_registration_id };
     }
-    const error = failure(status, json, "register", text);
+    const error = failure(endpoint, status, json, "register", text);
     if (
       status !== 503 || error.code !== "registration_conflict" ||
       attempt + 1 >= (options.maxAttempts ?? 8)
@@ -215,7 +240,19 @@ export async function registerExecutor(
 /** The registry's verdict on a harness key. */
 export type ValidationResult = "valid" | "invalid" | "unauthorized";
 
-/** `POST …/validate` (10 s): 200 `{valid:true}` → valid; 401 → unauthorized; anything else → invalid. */
+/** Why a validation was not `valid`: the status and the registry's code, never its message. */
+export interface ValidationRefusal {
+  /** The HTTP status, or null when the registry did not answer. */
+  readonly status: number | null;
+  /** The registry's error code, when it is a plain identifier. */
+  readonly code: string | null;
+}
+
+/**
+ * `POST …/validate` (10 s): 200 `{valid:true}` → valid; 401 → unauthorized;
+ * anything else → invalid, told to `onRefusal` with the status and code
+ * only (the body may echo what the harness or executor sent).
+ */
 export async function validateHarness(
   endpoint: RegistryEndpoint,
   environmentId: string,
@@ -225,22 +262,25 @@ export async function validateHarness(
     harness_public_key: NoisePublicKey;
     harness_key_authorization: string;
   },
+  onRefusal: (why: ValidationRefusal) => void = () => {},
 ): Promise<ValidationResult> {
+  let answer: { status: number; json: unknown };
   try {
-    const { status, json } = await post(
+    answer = await post(
       endpoint,
       `cloud/environment/${encodeURIComponent(environmentId)}/validate`,
       body,
       10_000,
       { "x-codex-noise-stream-id": streamId },
     );
-    if (status === 401) return "unauthorized";
-    return status === 200 && (json as { valid?: unknown } | null)?.valid === true
-      ? "valid"
-      : "invalid";
   } catch {
+    onRefusal({ status: null, code: null });
     return "invalid";
   }
+  const { status, json } = answer;
+  if (status === 200 && (json as { valid?: unknown } | null)?.valid === true) return "valid";
+  onRefusal({ status, code: registryCode(json) });
+  return status === 401 ? "unauthorized" : "invalid";
 }
 
 /** What a harness needs for one connection. */
@@ -268,7 +308,7 @@ async function connectOnce(
     { harness_public_key: harnessKey },
     6_000,
   );
-  if (status !== 200) throw failure(status, json, "connect", text);
+  if (status !== 200) throw failure(endpoint, status, json, "connect", text);
   const r = json as Record<string, unknown>;
   const nonBlank = (v: unknown) => typeof v === "string" && v.trim() !== "";
   checkEnvironment(r, environmentId, status);
