@@ -328,6 +328,17 @@ function seccompFile(network: SeccompNetwork): string | null {
   return program ? serverFile(`seccomp-${network}.bpf`, program, 0o400) : null;
 }
 
+/** Whether what encloses `path` in `fs` (the deepest rule above it, else the root) is writable. */
+function writableAt(fs: Exclude<SandboxPlan["fileSystem"], "unrestricted">, path: string): boolean {
+  let best: { path: string; access: string } | null = null;
+  for (const rule of fs.rules) {
+    if (path.startsWith(`${rule.path}/`) && (!best || rule.path.length > best.path.length)) {
+      best = rule;
+    }
+  }
+  return best ? best.access === "write" : fs.root === "write";
+}
+
 /** The bwrap options (before `--`) that build `plan` with `cwd` as working directory. */
 export function bwrapOptions(
   plan: SandboxPlan,
@@ -369,10 +380,22 @@ export function bwrapOptions(
     args.push("--dev", "/dev", "--proc", "/proc", ...PROC_SYS_RO);
     const readOnly: string[] = [];
     for (const rule of fs.rules) {
+      // A read-only path where it could otherwise be written (a protected
+      // `.git`/`.codex` in a workspace) may vanish between the plan and
+      // bubblewrap's setup — another sandbox's mount point being removed,
+      // a user's rm. Then the read-only placeholder mounted first stays
+      // (it is protected as missing, as a plan made a moment later would
+      // have it) instead of failing the whole launch; when it is there,
+      // its read-only bind covers the placeholder.
+      const vanishable = rule.access === "read" && writableAt(fs, rule.path);
       switch (rule.kind) {
         case "directory":
           if (rule.access === "write") args.push("--bind", rule.path, rule.path);
-          else if (rule.access === "read") args.push("--ro-bind", rule.path, rule.path);
+          else if (vanishable) {
+            args.push("--perms", "0555", "--tmpfs", rule.path);
+            args.push("--ro-bind-try", rule.path, rule.path);
+            readOnly.push(rule.path);
+          } else if (rule.access === "read") args.push("--ro-bind", rule.path, rule.path);
           else {
             // Traversable only when something inside is mounted again; made
             // read-only once those mount points exist.
@@ -383,7 +406,10 @@ export function bwrapOptions(
           break;
         case "file":
           if (rule.access === "write") args.push("--bind", rule.path, rule.path);
-          else if (rule.access === "read") args.push("--ro-bind", rule.path, rule.path);
+          else if (vanishable) {
+            args.push("--ro-bind", placeholderFile(), rule.path);
+            args.push("--ro-bind-try", rule.path, rule.path);
+          } else if (rule.access === "read") args.push("--ro-bind", rule.path, rule.path);
           else args.push("--ro-bind", hiddenFile(), rule.path);
           break;
         case "missing-directory":

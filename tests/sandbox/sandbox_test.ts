@@ -18,11 +18,11 @@ import {
   WORKSPACE_WRITE,
 } from "../helpers/sandbox.ts";
 import { eventually, type Msg } from "../helpers/wire_client.ts";
-import { sandboxSupport } from "../../src/sandbox/bwrap.ts";
+import { sandboxCommand, sandboxSupport } from "../../src/sandbox/bwrap.ts";
 import { seccompProgram } from "../../src/sandbox/seccomp.ts";
 import { lexists as exists } from "../../src/fs/metadata.ts";
 import { SandboxFsGateway } from "../../src/sandbox/fs_gateway.ts";
-import { plannerFor } from "../../src/server/handlers/sandbox_plan.ts";
+import { plannerFor, sandboxPlan } from "../../src/server/handlers/sandbox_plan.ts";
 import { decodeParams } from "../../src/protocol/decode.ts";
 import { REQUESTS } from "../../src/protocol/spec.ts";
 
@@ -806,5 +806,53 @@ Deno.test({
     // The new plan protects .codex as missing: it cannot be created.
     assertStringIncludes(await write(`${fx.ws}/.codex/config.toml`), "os error");
     assertEquals(await exists(`${fx.ws}/.codex/config.toml`), false);
+  },
+});
+
+Deno.test({
+  name:
+    "sandbox launch: a protected directory or file removed between planning and bubblewrap's setup neither fails the launch nor becomes writable",
+  ignore: !sandboxSupport().available,
+  fn: async () => {
+    await using fx = await sandboxFixture();
+    const run = async (script: string) => {
+      const { sandbox } = decodeParams(REQUESTS["fs/writeFile"].decode, {
+        path: `file://${fx.ws}`,
+        dataBase64: "",
+        sandbox: sandboxContext(fx.ws, WORKSPACE_WRITE),
+      });
+      // The placeholders bubblewrap made on the host last time (a mount
+      // point it had to create) and the fixture's .git directory go first.
+      for (const name of [".codex", ".git"]) {
+        await Deno.remove(`${fx.ws}/${name}`, { recursive: true }).catch(() => {});
+      }
+      await Deno.mkdir(`${fx.ws}/.codex`);
+      await Deno.writeTextFile(`${fx.ws}/.git`, "gitdir: /nowhere\n");
+      // Planned while both exist (read-only binds of them); gone by the
+      // time bubblewrap mounts them.
+      const plan = sandboxPlan(sandbox)!;
+      await Deno.remove(`${fx.ws}/.codex`);
+      await Deno.remove(`${fx.ws}/.git`);
+      const [program, ...args] = sandboxCommand(plan, fx.ws, ["/bin/sh", "-c", script]);
+      const out = await new Deno.Command(program!, { args, stdout: "piped", stderr: "piped" })
+        .output();
+      const text = new TextDecoder();
+      return { code: out.code, stdout: text.decode(out.stdout), stderr: text.decode(out.stderr) };
+    };
+    const launched = await run("echo launched; touch ok");
+    assertEquals([launched.code, launched.stdout], [0, "launched\n"], launched.stderr);
+    assertEquals(await exists(`${fx.ws}/ok`), true);
+    const writes = await run(
+      "mkdir -p .codex/x 2>/dev/null || echo no-dir; " +
+        "echo x > .codex/config.toml 2>/dev/null || echo no-file; " +
+        "echo x > .git 2>/dev/null || echo no-git",
+    );
+    assertEquals(writes.stdout, "no-dir\nno-file\nno-git\n", writes.stderr);
+    // Nothing was written through to the host either.
+    for (const path of [".codex/x", ".codex/config.toml"]) {
+      assertEquals(await exists(`${fx.ws}/${path}`), false, path);
+    }
+    const git = await Deno.readTextFile(`${fx.ws}/.git`).catch(() => "");
+    assertEquals(git, "", "the placeholder stays empty");
   },
 });
