@@ -101,6 +101,7 @@ export {
   type NotificationHandler,
   type RequestContext,
   type RequestHandler,
+  type RequestObserver,
   RpcPeer,
   type RpcPeerOptions,
 } from "./src/jsonrpc/peer.ts";

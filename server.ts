@@ -45,3 +45,12 @@ export {
   nullLogger,
 } from "./src/log/logger.ts";
 export { otelEnabled, otelRequestTracer, type RequestTracer } from "./src/log/otel.ts";
+export {
+  DURATION_BOUNDS_SECONDS,
+  ExecServerMetrics,
+  methodLabel,
+  type MetricsTransport,
+  type RequestResult,
+  type RequestTimings,
+} from "./src/telemetry/exec_metrics.ts";
+export { type MetricsAddress, metricsUrl, parseMetricsAddress } from "./src/telemetry/address.ts";

@@ -6,6 +6,7 @@
  */
 
 import { consoleWrite, createLogger, type LogLevel } from "../log/logger.ts";
+import { type MetricsAddress, metricsUrl, parseMetricsAddress } from "../telemetry/address.ts";
 import { otelRequestTracer } from "../log/otel.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
@@ -60,6 +61,8 @@ export interface ServeConfig {
   readonly networkProxyConfig: string | null;
   /** Requirements file enforced on that proxy. */
   readonly networkRequirements?: string | null;
+  /** Where `GET /metrics` (Prometheus text) is served, when asked for. */
+  readonly metricsListen?: MetricsAddress | null;
   /** Remote mode: register with this registry and serve through its relay. */
   readonly remote: {
     url: string;
@@ -107,6 +110,8 @@ Options:
                                     with enforceManagedNetwork: true through it
   --network-requirements <FILE>     an administrator's limits for that proxy (see
                                     \`exec-server proxy --help\`, --requirements)
+  --metrics-listen <[HOST:]PORT>    serve GET /metrics (Prometheus text format) on its own
+                                    listener (loopback unless an IP is given)
   -h, --help                        show this help
 `;
 
@@ -272,6 +277,7 @@ export function parseServeArgs(
       "linux-sandbox-pid-namespace": { type: "string" },
       "linux-sandbox-transparent-tcp": { type: "boolean" },
       "tcp-upstream-proxy": { type: "string" },
+      "metrics-listen": { type: "string" },
     },
   });
   if (parsed === "help") return "help";
@@ -313,6 +319,9 @@ export function parseServeArgs(
     networkProxyConfig: v["network-proxy"] ?? null,
     networkRequirements: v["network-requirements"] ??
       null,
+    metricsListen: v["metrics-listen"] === undefined
+      ? null
+      : metricsAddressFlag(v["metrics-listen"]),
     remote: v.remote === undefined ? null : {
       url: v.remote,
       environmentId: environmentIdFlag(v["environment-id"], "--remote needs --environment-id"),
@@ -357,6 +366,14 @@ export function parseTcpUpstream(value: string): URL {
   return url!;
 }
 
+function metricsAddressFlag(value: string): MetricsAddress {
+  try {
+    return parseMetricsAddress(value);
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
+}
+
 /** Runs the server until its input ends (stdio) or a termination signal. */
 export async function runServe(config: ServeConfig): Promise<number> {
   // With OTEL_DENO=true, log lines go through console (which Deno exports)
@@ -392,8 +409,21 @@ export async function runServe(config: ServeConfig): Promise<number> {
       socks: proxy.addresses.socks,
     });
   }
+  // The metrics SDK is loaded only when metrics are asked for.
+  const telemetry = config.metricsListen
+    ? await (await import("../telemetry/prometheus.ts")).startPrometheusMetrics(
+      config.metricsListen,
+    )
+    : null;
+  let metrics = null;
+  if (telemetry) {
+    const { ExecServerMetrics } = await import("../telemetry/exec_metrics.ts");
+    metrics = new ExecServerMetrics(telemetry.meterProvider.getMeter("codex"));
+    logger.info("server.metrics", { url: metricsUrl(telemetry.addr) });
+  }
   const server = new ExecServer({
     ...(proxy ? { managedNetwork: proxy } : {}),
+    metrics,
     concurrency: config.concurrency,
     processRetentionMs: config.processRetentionMs,
     sandboxPidNamespace: config.sandboxPidNamespace,
@@ -452,6 +482,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
     removeSignals();
     await server.close();
     await proxy?.shutdown();
+    await telemetry?.close();
   }
   return 0;
 }

@@ -39,6 +39,19 @@ import { type Logger, nullLogger } from "../log/logger.ts";
 import type { RequestTracer } from "../log/otel.ts";
 import { settleWithin } from "../util/async.ts";
 
+/**
+ * Told of an inbound request once its answer is enqueued (or its
+ * connection went first: `disconnected`), with the seconds it waited for
+ * its lane or turn and the seconds its handler ran until the answer was
+ * enqueued.
+ */
+export type RequestObserver = (
+  method: string,
+  result: "success" | "error" | "disconnected",
+  queuedSeconds: number,
+  runSeconds: number,
+) => void;
+
 /** What a request handler can use besides its params. */
 export interface RequestContext {
   /** The request id. */
@@ -104,6 +117,8 @@ export interface RpcPeerOptions {
   readonly trace?: () => TraceContext | undefined;
   /** Runs each inbound request inside a span (OpenTelemetry); default: none. */
   readonly tracer?: RequestTracer | null;
+  /** Told of every answered inbound request (metrics); default: none. */
+  readonly observer?: RequestObserver | null;
   /**
    * What a malformed message does: `answer` (a server: a `-32600` with id
    * -1, the connection goes on) or `close` (a client: a server that sends
@@ -441,6 +456,7 @@ export class RpcPeer {
     const key = options.orderKey?.(req.method, req.params) ?? null;
     const turn = key === null ? null : scheduler.takeTurn(key);
     const call = new InboundCall(scheduler, this.#abort.signal, req, lane, turn);
+    if (options.observer) call.received = performance.now();
     this.#running++;
     // Its turn may come after an earlier request about the same thing.
     const after = call.turn?.after;
@@ -456,6 +472,7 @@ export class RpcPeer {
   async #run(call: InboundCall): Promise<void> {
     try {
       const req = call.request;
+      const began = call.received === 0 ? 0 : performance.now();
       const started = this.#logger.enabled("debug") ? performance.now() : 0;
       const tracer = this.#options.tracer;
       const answer = tracer
@@ -463,6 +480,16 @@ export class RpcPeer {
         : this.#answer(call);
       const response = answer instanceof Promise ? await answer : answer;
       const succeeded = "result" in response;
+      const observer = this.#options.observer;
+      if (observer) {
+        const now = performance.now();
+        const result = this.#abort.signal.aborted
+          ? "disconnected"
+          : succeeded
+          ? "success"
+          : "error";
+        observer(req.method, result, (began - call.received) / 1000, (now - began) / 1000);
+      }
       const sending = this.send(response);
       if (sending !== SENT) await sending;
       if (started !== 0) {
@@ -573,6 +600,8 @@ class InboundCall implements RequestContext {
   readonly turn: Turn | null;
   /** Callbacks for after the response (most requests have none). */
   afterCallbacks: Array<() => void> | null = null;
+  /** When it was received (`performance.now()`), when observed; else 0. */
+  received = 0;
   #scheduler: RequestScheduler;
   #holding = true;
 

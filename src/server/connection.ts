@@ -73,6 +73,10 @@ export class ServerConnection {
       inline: () => this.#state !== "ready",
       logger: this.#logger,
       tracer: server.tracer,
+      observer: server.metrics
+        ? (method, result, queued, run) =>
+          server.metrics!.request(method, result, { queuedSeconds: queued, runSeconds: run })
+        : null,
     });
     this.closed = this.peer.closed.then(async (info) => {
       this.#logger.info("connection.closed", { reason: info.reason });

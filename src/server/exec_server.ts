@@ -19,6 +19,7 @@ import { sealInheritedDescriptors } from "../process/inherited_fds.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
+import type { ExecServerMetrics, MetricsTransport } from "../telemetry/exec_metrics.ts";
 import { environmentInfo } from "./environment_info.ts";
 import type { MethodRegistry } from "./handler.ts";
 import { environmentMethods } from "./handlers/environment.ts";
@@ -85,6 +86,11 @@ export interface ExecServerOptions {
    * passes when `OTEL_DENO=true`). Default: none.
    */
   readonly tracer?: RequestTracer | null;
+  /**
+   * Metrics as the reference names them (see `ExecServerMetrics`, on any
+   * OpenTelemetry `Meter`). Default: none, and nothing is measured.
+   */
+  readonly metrics?: ExecServerMetrics | null;
 }
 
 /** The registered methods. */
@@ -143,6 +149,7 @@ export class ExecServer {
       ),
       managedNetwork: options.managedNetwork ?? null,
       tracer: options.tracer ?? null,
+      metrics: options.metrics ?? null,
       shellSnapshots: new ShellSnapshots({ logger }),
       trimmer: new MemoryTrimmer(),
       historyBudget: new HistoryBudget(options.outputHistoryBudgetBytes ?? 64 * 1024 * 1024),
@@ -180,8 +187,14 @@ export class ExecServer {
    * Serves one connection; resolves when it has ended and been cleaned up.
    * With `detach` (WebSocket) its session survives a disconnect and can be
    * resumed; with `terminate` (stdio) the session's processes are killed.
+   * `transport` labels its metrics (default: `stdio` for `terminate`,
+   * `websocket` for `detach`).
    */
-  serve(connection: Connection, onDisconnect: DisconnectPolicy): Promise<CloseInfo> {
+  serve(
+    connection: Connection,
+    onDisconnect: DisconnectPolicy,
+    transport: MetricsTransport = onDisconnect === "terminate" ? "stdio" : "websocket",
+  ): Promise<CloseInfo> {
     if (this.#closed) {
       connection.close("server is shutting down");
       return Promise.resolve({ reason: "server is shutting down" });
@@ -191,7 +204,10 @@ export class ExecServer {
       methods: this.#methods,
     });
     this.#connections.add(served);
+    const metrics = this.#state.metrics;
+    metrics?.connectionOpened(transport);
     return served.closed.finally(() => {
+      metrics?.connectionClosed(transport);
       this.#connections.delete(served);
       this.#state.trimmer.note();
     });

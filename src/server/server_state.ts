@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { ExecServerMetrics } from "../telemetry/exec_metrics.ts";
 import type { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import type { Logger } from "../log/logger.ts";
 import type { RequestTracer } from "../log/otel.ts";
@@ -76,6 +77,8 @@ export interface ServerState {
   readonly shellSnapshots: ShellSnapshots;
   /** Spans per request, when telemetry is on. */
   readonly tracer: RequestTracer | null;
+  /** Metrics, when the server has them. */
+  readonly metrics: ExecServerMetrics | null;
   /** Runs sandboxed `fs/*` requests inside their sandbox. */
   readonly sandboxFs: SandboxFsGateway;
   /** Kills the process groups this server started if it dies. */

@@ -355,7 +355,7 @@ export class RemoteExecutor implements AsyncDisposable {
       }, { label: `relay stream ${id}`, maxQueuedMessages: 128 });
       await link.send(frames.handshake(id, msg2));
       this.#streams.set(id, { kind: "active", instance, stream });
-      this.#options.server.serve(stream.connection, "detach").catch(() => {});
+      this.#options.server.serve(stream.connection, "detach", "relay").catch(() => {});
     })().catch((error) => {
       this.#logger.warn("remote.stream_failed", { error: (error as Error).message });
       this.#streams.delete(id);

@@ -20,7 +20,7 @@ import { type Logger, nullLogger } from "../../log/logger.ts";
 /** What serves each harness stream of a {@linkcode RemoteExecutor}. */
 export interface StreamServer {
   /** Serves `connection` until it ends. */
-  serve(connection: Connection, onDisconnect: "detach"): Promise<unknown>;
+  serve(connection: Connection, onDisconnect: "detach", transport?: "relay"): Promise<unknown>;
 }
 
 /** Options of {@linkcode forwardingServer}. */

@@ -413,8 +413,14 @@ async function launchChild(
     onOutput: server.trimmer.note,
   });
   session.addProcess(process);
+  const metrics = server.metrics;
+  const startedAt = metrics ? performance.now() : 0;
+  metrics?.processStarted();
   // Its pipes' buffers are freed when it ends: give them back then.
-  process.finished.then(() => server.trimmer.note());
+  process.finished.then(() => {
+    server.trimmer.note();
+    metrics?.processFinished(process.exitCode, (performance.now() - startedAt) / 1000);
+  });
   server.logger.debug("process.started", {
     sessionId: session.id,
     processId: p.processId,

@@ -1,0 +1,118 @@
+// Metrics as the reference names them, served on `--metrics-listen` in the
+// Prometheus text format: a fixed workload over stdio, then the exact
+// counts it implies. The listener's refusals (wrong path, wrong method)
+// and the address parser's too.
+
+import { assert, assertEquals, assertThrows } from "../helpers/assert.ts";
+import { freePort, spawnStdioServer, startProcess } from "../helpers/wire_client.ts";
+import { parseMetricsAddress } from "../../src/telemetry/address.ts";
+import { DURATION_BOUNDS_SECONDS } from "../../src/telemetry/exec_metrics.ts";
+
+/** `name{labels} value` lines of a scrape, without comments, as a map. */
+function samples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (line === "" || line.startsWith("#")) continue;
+    const space = line.lastIndexOf(" ");
+    out.set(line.slice(0, space), Number(line.slice(space + 1)));
+  }
+  return out;
+}
+
+async function waitClosed(
+  c: { take(p: (m: Record<string, unknown>) => boolean, ms: number): Promise<unknown> },
+  id: string,
+) {
+  await c.take(
+    (m) => m.method === "process/closed" && (m.params as { processId?: string })?.processId === id,
+    30_000,
+  );
+}
+
+Deno.test("metrics: serve --metrics-listen counts connections, requests by method and result, and processes by result, exactly", async () => {
+  const port = freePort();
+  await using s = spawnStdioServer([
+    "serve",
+    "--listen",
+    "stdio",
+    "--log-level",
+    "error",
+    "--metrics-listen",
+    `127.0.0.1:${port}`,
+  ]);
+  await s.client.initialize();
+  await startProcess(s.client, "ok", ["/bin/sh", "-c", "exit 0"]);
+  await startProcess(s.client, "bad", ["/bin/sh", "-c", "exit 3"]);
+  await waitClosed(s.client as never, "ok");
+  await waitClosed(s.client as never, "bad");
+  const bogus = await s.client.call("no/such/method", {});
+  assertEquals(bogus.error.code, -32601);
+  const refused = await s.client.call("fs/readFile", { path: "relative" });
+  assert(refused.error, JSON.stringify(refused));
+  const url = `http://127.0.0.1:${port}/metrics`;
+  const response = await fetch(url);
+  assertEquals(response.status, 200);
+  assertEquals(response.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  const text = await response.text();
+  const got = samples(text);
+  const want: Array<[string, number]> = [
+    ['exec_server_connections_total{transport="stdio"}', 1],
+    ['exec_server_connections_active{transport="stdio"}', 1],
+    ['exec_server_connections_active{transport="websocket"}', 0],
+    ['exec_server_connections_active{transport="relay"}', 0],
+    ["exec_server_processes_active", 0],
+    ['exec_server_requests_total{method="initialize",result="success"}', 1],
+    ['exec_server_requests_total{method="process/start",result="success"}', 2],
+    ['exec_server_requests_total{method="unknown",result="error"}', 1],
+    ['exec_server_requests_total{method="fs/readFile",result="error"}', 1],
+    ['exec_server_processes_finished_total{result="success"}', 1],
+    ['exec_server_processes_finished_total{result="error"}', 1],
+    ['exec_server_process_duration_seconds_count{result="success"}', 1],
+    ['exec_server_request_duration_seconds_count{method="process/start",result="success"}', 2],
+    ['exec_server_request_total_duration_seconds_count{method="initialize",result="success"}', 1],
+    ['exec_server_request_queue_duration_seconds_count{method="process/start"}', 2],
+  ];
+  for (const [key, value] of want) assertEquals([key, got.get(key)], [key, value], text);
+  // Every histogram has the reference's bounds.
+  const bounds = [
+    ...text.matchAll(
+      /^exec_server_request_duration_seconds_bucket\{method="initialize",result="success",le="([^"]+)"\}/gm,
+    ),
+  ]
+    .map((m) => m[1]);
+  assertEquals(bounds, [...DURATION_BOUNDS_SECONDS.map(String), "+Inf"]);
+  // Nothing names a process, a path or a session.
+  for (const leak of ['"ok"', '"bad"', "relative", "no/such/method"]) {
+    assert(!text.includes(leak), leak);
+  }
+  const wrongPath = await fetch(`http://127.0.0.1:${port}/`);
+  assertEquals([wrongPath.status, await wrongPath.text()], [
+    404,
+    "not found: metrics are at /metrics\n",
+  ]);
+  const wrongMethod = await fetch(url, { method: "POST", body: "x".repeat(1 << 20) });
+  assertEquals(wrongMethod.status, 405);
+  assertEquals(wrongMethod.headers.get("allow"), "GET, HEAD");
+  await wrongMethod.body?.cancel();
+});
+
+Deno.test("metrics: --metrics-listen addresses are parsed strictly", () => {
+  assertEquals(parseMetricsAddress("9464"), { hostname: "127.0.0.1", port: 9464 });
+  assertEquals(parseMetricsAddress("localhost:0"), { hostname: "127.0.0.1", port: 0 });
+  assertEquals(parseMetricsAddress("0.0.0.0:9464"), { hostname: "0.0.0.0", port: 9464 });
+  assertEquals(parseMetricsAddress("[::1]:9464"), { hostname: "::1", port: 9464 });
+  for (
+    const bad of [
+      "",
+      "host.example:9464",
+      "127.0.0.1:65536",
+      "127.0.0.1:",
+      "::1:9464",
+      "[::1]",
+      ":9464",
+      "127.0.0.1:9x",
+    ]
+  ) {
+    assertThrows(() => parseMetricsAddress(bad), Error, "invalid --metrics-listen");
+  }
+});
