@@ -3,6 +3,7 @@
 // resolver, curl, and a process run with a launched proxy.
 
 import { join } from "node:path";
+import { SocksClient } from "socks";
 import { defaultNetworkProxyConfig, type NetworkProxyConfig } from "../../src/proxy/config.ts";
 import { NetworkProxy, type NetworkProxyOptions } from "../../src/proxy/network_proxy.ts";
 import { generateMitmCa } from "../../src/proxy/mitm/x509.ts";
@@ -315,4 +316,27 @@ export function launchedProxy(over: Msg = {}): Msg {
     allowLocalBinding: true,
     ...over,
   };
+}
+
+/**
+ * A SOCKS5 UDP ASSOCIATE through the proxy's listener on `socksPort`
+ * (npm `socks`): the control connection (the association lives as long as
+ * it) and the relay's UDP port to send frames to.
+ */
+export async function socksUdpAssociation(
+  socksPort: number,
+): Promise<{ control: { destroy(): void }; relayPort: number }> {
+  const associate = new SocksClient({
+    proxy: { host: "127.0.0.1", port: socksPort, type: 5 },
+    command: "associate",
+    destination: { host: "0.0.0.0", port: 0 },
+  });
+  const { socket, remoteHost } = await new Promise<
+    { socket: { destroy(): void }; remoteHost?: { port: number } }
+  >((resolve, reject) => {
+    associate.on("established", (info) => resolve(info as never));
+    associate.on("error", reject);
+    associate.connect();
+  });
+  return { control: socket, relayPort: remoteHost!.port };
 }

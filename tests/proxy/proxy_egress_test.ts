@@ -18,6 +18,7 @@ import {
   fakeResolver,
   mitmProxy,
   recordingUpstream,
+  socksUdpAssociation,
   startProxy,
   tlsOrigin,
 } from "../helpers/proxy.ts";
@@ -314,18 +315,7 @@ Deno.test({
     }),
     { resolver: NAMES, audit: (e) => events.push(e) },
   );
-  const associate = new SocksClient({
-    proxy: { host: "127.0.0.1", port: proxy.addresses.socks!.port, type: 5 },
-    command: "associate",
-    destination: { host: "0.0.0.0", port: 0 },
-  });
-  const { socket: control, remoteHost } = await new Promise<
-    { socket: { destroy(): void }; remoteHost?: { port: number } }
-  >((resolve, reject) => {
-    associate.on("established", (info) => resolve(info as never));
-    associate.on("error", reject);
-    associate.connect();
-  });
+  const { control, relayPort } = await socksUdpAssociation(proxy.addresses.socks!.port);
   const client = dgram.createSocket("udp4");
   await new Promise<void>((r) => client.bind(0, "127.0.0.1", () => r()));
   const send = (port: number, text: string) => {
@@ -333,7 +323,7 @@ Deno.test({
       remoteHost: { host: HOST_IP, port },
       data: Buffer.from(text),
     });
-    client.send(packet, remoteHost!.port, "127.0.0.1");
+    client.send(packet, relayPort, "127.0.0.1");
   };
   const until = async (done: () => boolean) => {
     for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10));

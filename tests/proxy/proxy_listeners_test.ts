@@ -6,7 +6,16 @@ import { Buffer } from "node:buffer";
 import dgram from "node:dgram";
 import { SocksClient } from "socks";
 import { assert, assertEquals, assertStringIncludes } from "../helpers/assert.ts";
-import { addr, config, curl, fakeResolver, httpOrigin, raw, startProxy } from "../helpers/proxy.ts";
+import {
+  addr,
+  config,
+  curl,
+  fakeResolver,
+  httpOrigin,
+  raw,
+  socksUdpAssociation,
+  startProxy,
+} from "../helpers/proxy.ts";
 
 const LOCAL = { "127.0.0.1": "allow" as const };
 // The npm socks client leaves its handshake timers running (30 s) after it
@@ -390,19 +399,7 @@ Deno.test({
   const client = dgram.createSocket("udp4");
   await new Promise<void>((r) => client.bind(0, "127.0.0.1", () => r()));
   try {
-    const associate = new SocksClient({
-      proxy: { host: "127.0.0.1", port: proxy.addresses.socks!.port, type: 5 },
-      command: "associate",
-      destination: { host: "0.0.0.0", port: 0 },
-    });
-    const { socket, remoteHost } = await new Promise<
-      { socket: { destroy(): void }; remoteHost?: { port: number } }
-    >((resolve, reject) => {
-      associate.on("established", (info) => resolve(info as never));
-      associate.on("error", reject);
-      associate.connect();
-    });
-    const relayPort = remoteHost!.port;
+    const { control: socket, relayPort } = await socksUdpAssociation(proxy.addresses.socks!.port);
     const replies: string[] = [];
     client.on("message", (msg) => {
       const frame = SocksClient.parseUDPFrame(

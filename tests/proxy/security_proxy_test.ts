@@ -8,7 +8,14 @@ import { Buffer } from "node:buffer";
 import dgram from "node:dgram";
 import { SocksClient } from "socks";
 import { assert, assertEquals, assertStringIncludes } from "../helpers/assert.ts";
-import { config, fakeResolver, raw, recordingUpstream, startProxy } from "../helpers/proxy.ts";
+import {
+  config,
+  fakeResolver,
+  raw,
+  recordingUpstream,
+  socksUdpAssociation,
+  startProxy,
+} from "../helpers/proxy.ts";
 import { loadLibc } from "../../src/util/libc.ts";
 import { generateMitmCa } from "../../src/proxy/mitm/x509.ts";
 
@@ -199,18 +206,7 @@ Deno.test({
     }),
     { resolver: fakeResolver({ "denied.test": ["127.0.0.1"], "fine.test": ["127.0.0.1"] }) },
   );
-  const associate = new SocksClient({
-    proxy: { host: "127.0.0.1", port: proxy.addresses.socks!.port, type: 5 },
-    command: "associate",
-    destination: { host: "0.0.0.0", port: 0 },
-  });
-  const { socket: control, remoteHost } = await new Promise<
-    { socket: { destroy(): void }; remoteHost?: { port: number } }
-  >((resolve, reject) => {
-    associate.on("established", (info) => resolve(info as never));
-    associate.on("error", reject);
-    associate.connect();
-  });
+  const { control, relayPort } = await socksUdpAssociation(proxy.addresses.socks!.port);
   const client = dgram.createSocket("udp4");
   await new Promise<void>((r) => client.bind(0, "127.0.0.1", () => r()));
   const send = (host: string, text: string) => {
@@ -218,7 +214,7 @@ Deno.test({
       remoteHost: { host, port: targetPort },
       data: Buffer.from(text),
     });
-    client.send(packet, remoteHost!.port, "127.0.0.1");
+    client.send(packet, relayPort, "127.0.0.1");
   };
   try {
     for (const name of ["denied.test", "DENIED.TEST.", "Denied.Test"]) send(name, `via ${name}`);
