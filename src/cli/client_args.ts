@@ -11,7 +11,7 @@ import { resolve } from "node:path";
 import { inProcessTransport } from "../client/in_process.ts";
 import { ExecServer } from "../server/exec_server.ts";
 
-/** Flag definitions for `node:util` `parseArgs`. */
+/** Flag definitions for `parseArgs` (`./args.ts`, node:util's semantics). */
 export const CONNECTION_FLAGS = {
   url: { type: "string" },
   remote: { type: "string" },

@@ -6,7 +6,8 @@
  * @module
  */
 
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import type { ParseArgsConfig } from "node:util";
+import { parseArgs } from "./args.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "../log/logger.ts";
 
 /** A bad command line; printed as `Error: <message>` with exit status 1 (2 for usage). */

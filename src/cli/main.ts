@@ -4,10 +4,10 @@
  * @module
  */
 
+import { probeSandboxSupport } from "../sandbox/bwrap.ts";
 import { PROXY_BRIDGE_COMMAND } from "../sandbox/self_command.ts";
 import { VERSION } from "../version.ts";
 import { printUsage, UsageError } from "./common.ts";
-import { parseServeArgs, runServe, SERVE_USAGE } from "./serve.ts";
 
 /** Top-level help. */
 export const USAGE =
@@ -37,6 +37,10 @@ prints the version.
 type Command = (args: string[]) => Promise<number>;
 
 async function serve(args: string[]): Promise<number> {
+  // A server's first answer needs the sandbox probe (a bubblewrap run): it
+  // runs while the server's modules are evaluated, not after.
+  if (!args.includes("--help") && !args.includes("-h")) void probeSandboxSupport();
+  const { parseServeArgs, runServe, SERVE_USAGE } = await import("./serve.ts");
   const config = parseServeArgs(args);
   if (config === "help") {
     printUsage(SERVE_USAGE);
@@ -46,10 +50,11 @@ async function serve(args: string[]): Promise<number> {
 }
 
 /**
- * Every command, loaded when it runs: `serve` (the default) is loaded with
- * this module; the others' modules (the MCP SDK among them) only for their
- * own command — a server does not hold them in memory or pay to load them.
- * The specifiers are literal, so `deno compile` still includes them.
+ * Every command, loaded when it runs: `serve` (the default) like the
+ * others, after its sandbox probe has started; the others' modules (the MCP
+ * SDK among them) only for their own command — a server does not hold them
+ * in memory or evaluate them. The specifiers are literal, so `deno compile`
+ * still includes them.
  */
 const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: () => Promise.resolve(serve),

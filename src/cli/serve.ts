@@ -10,8 +10,7 @@ import { type MetricsAddress, metricsUrl, parseMetricsAddress } from "../telemet
 import { otelRequestTracer } from "../log/otel.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
-import { listenWebSocket } from "../server/listen_ws.ts";
-import { sha256, type WebSocketAuth } from "../server/ws_auth.ts";
+import type { WebSocketAuth } from "../server/ws_auth.ts";
 import { VERSION } from "../version.ts";
 import {
   announce,
@@ -203,7 +202,10 @@ function parseAuthFlags(v: AuthFlagValues, listen: ListenTarget): () => Promise<
       auth = () => Promise.resolve({ mode: "capability-token", tokenSha256: bytes });
     } else {
       const token = readSecretFile("ws-token-file", file!);
-      auth = async () => ({ mode: "capability-token", tokenSha256: await sha256(token) });
+      auth = async () => ({
+        mode: "capability-token",
+        tokenSha256: await (await import("../server/ws_auth.ts")).sha256(token),
+      });
     }
   } else if (mode === "signed-bearer-token") {
     for (const f of ["ws-token-file", "ws-token-sha256"] as const) {
@@ -463,6 +465,8 @@ export async function runServe(config: ServeConfig): Promise<number> {
       const why = await Promise.race([ended, stop.promise]);
       logger.info("server.stopping", { reason: why });
     } else {
+      // A stdio server never evaluates the WebSocket listener.
+      const { listenWebSocket } = await import("../server/listen_ws.ts");
       const listener = listenWebSocket(server, {
         hostname: config.listen.hostname,
         port: config.listen.port,

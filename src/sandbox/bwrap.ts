@@ -61,16 +61,28 @@ export function sandboxSupport(): SandboxSupport {
 }
 
 /**
- * The same check without blocking: a server's start runs it while its
- * modules still load (`sandboxSupport()` then answers at once).
+ * The same check without blocking (it never rejects): the CLI starts it
+ * before a server's modules load and a server's first `initialize` awaits
+ * it (`sandboxSupport()` then answers at once).
  */
 export function probeSandboxSupport(): Promise<SandboxSupport> {
   if (support) return Promise.resolve(support);
   probing ??= (async () => {
-    const found = withPermissions(() => {
-      const probe = probeCommand();
-      return "result" in probe ? probe.result : probe;
-    });
+    let found: Probe | SandboxSupport;
+    try {
+      found = withPermissions(() => {
+        const probe = probeCommand();
+        return "result" in probe ? probe.result : probe;
+      });
+    } catch (error) {
+      // Never a rejection nobody awaits: the reason is the answer.
+      found = {
+        available: false,
+        bwrap: null,
+        sh: null,
+        reason: `sandbox probe failed: ${(error as Error).message}`,
+      };
+    }
     if ("available" in found) return (support ??= found);
     let result: SandboxSupport;
     try {

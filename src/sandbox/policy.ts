@@ -33,7 +33,7 @@
  */
 
 import type { globSync as GlobSync } from "node:fs";
-import { dirname, isAbsolute, join, normalize, resolve } from "node:path";
+import { dirname, isAbsolute, join, normalize, resolve } from "../util/posix_path.ts";
 import type { FileSystemSandboxContext, SandboxAccess, SandboxEntry } from "../protocol/types.ts";
 import { isHeldMountPoint } from "./mount_points.ts";
 

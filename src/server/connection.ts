@@ -133,7 +133,7 @@ export class ServerConnection {
     };
   }
 
-  #initialize(params: unknown): InitializeResult {
+  #initialize(params: unknown): InitializeResult | Promise<InitializeResult> {
     if (this.#state !== "awaiting-initialize") {
       throw invalidRequest("initialize may only be sent once per connection");
     }
@@ -150,12 +150,18 @@ export class ServerConnection {
       sessionId: session.id,
       resumed: p.resumeSessionId != null,
     });
-    return { sessionId: session.id, environmentInfo: this.#server.environmentInfo };
+    const info = this.#server.environmentInfo();
+    this.#server.warm();
+    return info instanceof Promise
+      ? info.then((environmentInfo) => ({ sessionId: session.id, environmentInfo }))
+      : { sessionId: session.id, environmentInfo: info };
   }
 
   #onRequest(method: string, params: unknown, rpc: RequestContext): unknown {
-    this.#server.trimmer.note();
+    // No memory to give back after a handshake (and the trimmer's first
+    // timer costs a first answer ~10 ms: Deno loads its timers then).
     if (method === Method.Initialize) return this.#initialize(params);
+    this.#server.trimmer.note();
     const spec = this.#options.methods.get(method);
     if (!spec) throw methodNotFound(method);
     // Like the reference: params are validated before the handshake gate.

@@ -6,7 +6,7 @@
  */
 
 import { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
-import { sandboxSupport } from "../sandbox/bwrap.ts";
+import { probeSandboxSupport, type SandboxSupport, sandboxSupport } from "../sandbox/bwrap.ts";
 import { tcpCaptureSupport } from "../sandbox/tcp_capture/support.ts";
 import type { CloseInfo, Connection } from "../jsonrpc/connection.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
@@ -21,12 +21,12 @@ import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
 import type { ExecServerMetrics, MetricsTransport } from "../telemetry/exec_metrics.ts";
 import { environmentInfo } from "./environment_info.ts";
-import type { MethodRegistry } from "./handler.ts";
+import { type LazyMethods, lazyMethods, type MethodRegistry } from "./handler.ts";
 import { environmentMethods } from "./handlers/environment.ts";
-import { processMethods } from "./handlers/process.ts";
-import { fsMethods } from "./handlers/fs.ts";
-import { httpMethods } from "./handlers/http.ts";
-import { discoveryMethods } from "./handlers/discovery.ts";
+import { Method } from "../protocol/methods.ts";
+import { fsRequests } from "../protocol/fs.ts";
+import { httpRequests } from "../protocol/http.ts";
+import { processRequests } from "../protocol/process.ts";
 import type { ManagedNetworkEnv, ResolvedExecServerOptions, ServerState } from "./server_state.ts";
 import { SessionRegistry } from "./session_registry.ts";
 import { ptyAvailability } from "../process/pty/spawn_pty.ts";
@@ -93,15 +93,41 @@ export interface ExecServerOptions {
   readonly metrics?: ExecServerMetrics | null;
 }
 
+/**
+ * The method families whose handlers (and what they use: processes,
+ * sandboxes, files, HTTP) are evaluated on first use — or right after the
+ * first `initialize` is answered — so that answer does not wait for them.
+ */
+function lazyFamilies(): LazyMethods[] {
+  return [
+    lazyMethods(
+      "process",
+      Object.keys(processRequests),
+      async () => (await import("./handlers/process.ts")).processMethods(),
+    ),
+    lazyMethods(
+      "fs",
+      Object.keys(fsRequests),
+      async () => (await import("./handlers/fs.ts")).fsMethods,
+    ),
+    lazyMethods(
+      "http",
+      Object.keys(httpRequests),
+      async () => (await import("./handlers/http.ts")).httpMethods,
+    ),
+    lazyMethods(
+      "discovery",
+      [Method.CapabilitiesDiscoverV2, Method.CapabilityRootsDiscoverV1],
+      async () => (await import("./handlers/discovery.ts")).discoveryMethods,
+    ),
+  ];
+}
+
 /** The registered methods. */
-function methodTable(): MethodRegistry {
-  return new Map(Object.entries({
-    ...environmentMethods,
-    ...processMethods(),
-    ...fsMethods,
-    ...httpMethods,
-    ...discoveryMethods,
-  }));
+function methodTable(families: readonly LazyMethods[]): MethodRegistry {
+  return new Map(
+    Object.entries(Object.assign({}, environmentMethods, ...families.map((f) => f.methods))),
+  );
 }
 
 /** See the module documentation. */
@@ -109,6 +135,8 @@ export class ExecServer {
   #state: ServerState;
   #methods: MethodRegistry;
   #connections = new Set<ServerConnection>();
+  #infoNow: () => EnvironmentInfo;
+  #warming: ReturnType<typeof setTimeout> | null = null;
   #closed = false;
 
   /** Creates a server; it serves nothing until given connections. */
@@ -127,17 +155,11 @@ export class ExecServer {
     const logger = options.logger ?? nullLogger;
     // What this process inherited never reaches a child (or a sandbox).
     sealInheritedDescriptors(logger);
-    const methods = methodTable();
+    const families = lazyFamilies();
+    const methods = methodTable(families);
     this.#methods = methods;
-    const sandbox = sandboxSupport();
-    this.#state = {
-      options: resolved,
-      logger,
-      sessions: new SessionRegistry(
-        { processRetentionMs: resolved.processRetentionMs, sessionTtlMs: resolved.sessionTtlMs },
-        logger,
-      ),
-      environmentInfo: environmentInfo(
+    const describe = (sandbox: SandboxSupport): EnvironmentInfo =>
+      environmentInfo(
         serverCapabilities({
           methods: new Set(methods.keys()),
           tty: ptyAvailability().available,
@@ -146,7 +168,29 @@ export class ExecServer {
           transparentTcp: tcpCaptureSupport().available,
         }),
         { available: sandbox.available, mechanism: "bubblewrap", reason: sandbox.reason },
+      );
+    // The sandbox probe (a bubblewrap run) is awaited by the first
+    // `initialize`, not by the constructor: the CLI starts it before the
+    // server's modules load, and a server answers at once when it is done.
+    const probing = probeSandboxSupport();
+    let info: EnvironmentInfo | null = null;
+    const infoReady = probing.then((sandbox) => (info ??= describe(sandbox)));
+    this.#infoNow = () => (info ??= describe(sandboxSupport()));
+    this.#state = {
+      options: resolved,
+      logger,
+      sessions: new SessionRegistry(
+        { processRetentionMs: resolved.processRetentionMs, sessionTtlMs: resolved.sessionTtlMs },
+        logger,
       ),
+      environmentInfo: () => info ?? infoReady,
+      warm: () => {
+        if (this.#warming !== null || this.#closed) return;
+        // After the answer is on its way: a timer, not a microtask.
+        this.#warming = setTimeout(() => {
+          for (const family of families) family.load().catch(() => {});
+        }, 0);
+      },
       managedNetwork: options.managedNetwork ?? null,
       tracer: options.tracer ?? null,
       metrics: options.metrics ?? null,
@@ -170,7 +214,7 @@ export class ExecServer {
 
   /** What `environment/info` answers. */
   get environmentInfo(): EnvironmentInfo {
-    return this.#state.environmentInfo;
+    return this.#infoNow();
   }
 
   /** Connections currently served. */
@@ -216,6 +260,7 @@ export class ExecServer {
   /** Closes every connection and kills every session's processes. */
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#warming !== null) clearTimeout(this.#warming);
     const connections = [...this.#connections];
     for (const c of connections) c.close("server shutting down");
     await Promise.allSettled(connections.map((c) => c.closed));
@@ -224,6 +269,8 @@ export class ExecServer {
     await this.#state.shellSnapshots.close();
     await this.#state.trimmer.close();
     await this.#state.orphans.close();
+    // The sandbox probe this server started never outlives it.
+    await probeSandboxSupport();
   }
 
   /** Same as {@linkcode close}. */

@@ -86,3 +86,48 @@ export type MethodTable = Readonly<Record<string, MethodSpec>>;
  * `__proto__`) is unknown like any other name.
  */
 export type MethodRegistry = ReadonlyMap<string, MethodSpec>;
+
+/** A family of methods whose handlers load on first use ({@linkcode lazyMethods}). */
+export interface LazyMethods {
+  /** The family's methods, each loading the handlers on its first call. */
+  readonly methods: MethodTable;
+  /** Loads the handlers now (once). */
+  load(): Promise<MethodTable>;
+}
+
+/**
+ * Methods `names` whose handlers live in a module evaluated on the first
+ * call of any of them (`load`, a literal dynamic import: prefetched with
+ * the server's graph, compiled into a `deno compile` binary, but not
+ * evaluated before a server's first answer). Calls that arrive while it
+ * loads run, in arrival order, once it has. The loaded table must
+ * implement exactly `names`.
+ */
+export function lazyMethods(
+  family: string,
+  names: readonly string[],
+  load: () => Promise<MethodTable>,
+): LazyMethods {
+  let loaded: MethodTable | null = null;
+  let loading: Promise<MethodTable> | null = null;
+  const expected = [...names].sort().join(", ");
+  const ensure = () =>
+    loading ??= load().then((table) => {
+      const got = Object.keys(table).sort().join(", ");
+      if (got !== expected) {
+        throw new Error(`the ${family} handlers implement ${got}, not ${expected}`);
+      }
+      return (loaded = table);
+    });
+  const methods: Record<string, MethodSpec> = {};
+  for (const name of names) {
+    methods[name] = {
+      decode: REQUESTS[name as MethodName].decode,
+      handle: (params, ctx) =>
+        loaded
+          ? loaded[name]!.handle(params, ctx)
+          : ensure().then((table) => table[name]!.handle(params, ctx)),
+    };
+  }
+  return { methods, load: ensure };
+}

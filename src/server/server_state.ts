@@ -65,8 +65,16 @@ export interface ServerState {
   readonly logger: Logger;
   /** Live sessions. */
   readonly sessions: SessionRegistry;
-  /** What `environment/info` answers. */
-  readonly environmentInfo: EnvironmentInfo;
+  /**
+   * What `environment/info` answers: at once, or once the start-up probes
+   * (bubblewrap's) have answered.
+   */
+  environmentInfo(): EnvironmentInfo | Promise<EnvironmentInfo>;
+  /**
+   * Loads the handlers that load on first use, once, after the current
+   * task (a connection calls it when it has answered `initialize`).
+   */
+  warm(): void;
   /** Applied to processes started with `enforceManagedNetwork: true`. */
   readonly managedNetwork: ManagedNetworkEnv | null;
   /** Returns freed memory to the OS after bursts of work. */

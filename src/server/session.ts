@@ -133,11 +133,15 @@ export class Session implements ProcessSink {
     // A resumed client catches up with process/read, which releases each
     // process's held history; a client that never does must not pause its
     // processes for ever.
+    // Only a resumed session's processes hold history (a new one has none).
     clearTimeout(this.#holdTimer);
-    this.#holdTimer = setTimeout(() => {
-      this.#holdTimer = undefined;
-      for (const process of this.#processes.values()) process.log.releaseHistory();
-    }, HISTORY_HOLD_MS);
+    this.#holdTimer = undefined;
+    if (this.#processes.size > 0) {
+      this.#holdTimer = setTimeout(() => {
+        this.#holdTimer = undefined;
+        for (const process of this.#processes.values()) process.log.releaseHistory();
+      }, HISTORY_HOLD_MS);
+    }
     this.#logger.debug("session.attached", { connection: attachment.label });
   }
 

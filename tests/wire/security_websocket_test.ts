@@ -4,6 +4,7 @@
 // inside fragmented messages, fragmented or oversized control frames,
 // reserved bits, unknown opcodes, and continuation misuse.
 
+import "../helpers/libc_preload.ts";
 import { nullLogger } from "../../src/log/logger.ts";
 import { ExecServer } from "../../src/server/exec_server.ts";
 import { listenWebSocket } from "../../src/server/listen_ws.ts";

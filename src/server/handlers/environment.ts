@@ -4,7 +4,6 @@
  * @module
  */
 
-import { readEnvironmentConfig } from "../../codex_config/layers.ts";
 import { Method } from "../../protocol/methods.ts";
 import type {
   EnvironmentConfigReadResult,
@@ -15,8 +14,10 @@ import { defineMethods, type MethodTable } from "../handler.ts";
 
 /** Environment methods. */
 export const environmentMethods: MethodTable = defineMethods({
-  [Method.EnvironmentInfo]: (_params, ctx): EnvironmentInfo => ctx.server.environmentInfo,
+  [Method.EnvironmentInfo]: (_params, ctx): EnvironmentInfo | Promise<EnvironmentInfo> =>
+    ctx.server.environmentInfo(),
   [Method.EnvironmentStatus]: (): EnvironmentStatusResult => ({ status: "ready" }),
-  [Method.EnvironmentConfigRead]: (params): Promise<EnvironmentConfigReadResult> =>
-    readEnvironmentConfig(params),
+  // Codex's configuration layers (and the TOML parser) load when first read.
+  [Method.EnvironmentConfigRead]: async (params): Promise<EnvironmentConfigReadResult> =>
+    (await import("../../codex_config/layers.ts")).readEnvironmentConfig(params),
 });
