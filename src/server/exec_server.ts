@@ -14,6 +14,7 @@ import type { RequestTracer } from "../log/otel.ts";
 import { ShellSnapshots } from "../process/shell_snapshot.ts";
 import { HistoryBudget } from "../process/output_log.ts";
 import { MemoryTrimmer } from "../util/memory_trim.ts";
+import { nextTask } from "../util/async.ts";
 import { OrphanGuard } from "../process/orphan_guard.ts";
 import { sealInheritedDescriptors } from "../process/inherited_fds.ts";
 import type { EnvironmentInfo } from "../protocol/types.ts";
@@ -136,7 +137,7 @@ export class ExecServer {
   #methods: MethodRegistry;
   #connections = new Set<ServerConnection>();
   #infoNow: () => EnvironmentInfo;
-  #warming: ReturnType<typeof setTimeout> | null = null;
+  #warmed = false;
   #closed = false;
 
   /** Creates a server; it serves nothing until given connections. */
@@ -185,11 +186,13 @@ export class ExecServer {
       ),
       environmentInfo: () => info ?? infoReady,
       warm: () => {
-        if (this.#warming !== null || this.#closed) return;
-        // After the answer is on its way: a timer, not a microtask.
-        this.#warming = setTimeout(() => {
+        if (this.#warmed || this.#closed) return;
+        this.#warmed = true;
+        // After the answer is on its way: a task, not a microtask.
+        nextTask(() => {
+          if (this.#closed) return;
           for (const family of families) family.load().catch(() => {});
-        }, 0);
+        });
       },
       managedNetwork: options.managedNetwork ?? null,
       tracer: options.tracer ?? null,
@@ -260,7 +263,6 @@ export class ExecServer {
   /** Closes every connection and kills every session's processes. */
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#warming !== null) clearTimeout(this.#warming);
     const connections = [...this.#connections];
     for (const c of connections) c.close("server shutting down");
     await Promise.allSettled(connections.map((c) => c.closed));

@@ -126,7 +126,9 @@ export class Session implements ProcessSink {
 
   /** Attaches a connection and replays what it has not yet received. */
   attach(attachment: SessionAttachment): void {
-    clearTimeout(this.#expiry);
+    // Only a timer that exists is cleared: Deno loads its timers on the
+    // first `clearTimeout` too, and a new session's first answer need not wait.
+    if (this.#expiry !== undefined) clearTimeout(this.#expiry);
     this.#expiry = undefined;
     this.#attachment = attachment;
     for (const process of this.#processes.values()) process.setSink(this);
@@ -134,7 +136,7 @@ export class Session implements ProcessSink {
     // process's held history; a client that never does must not pause its
     // processes for ever.
     // Only a resumed session's processes hold history (a new one has none).
-    clearTimeout(this.#holdTimer);
+    if (this.#holdTimer !== undefined) clearTimeout(this.#holdTimer);
     this.#holdTimer = undefined;
     if (this.#processes.size > 0) {
       this.#holdTimer = setTimeout(() => {

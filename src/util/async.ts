@@ -37,3 +37,14 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
+
+/**
+ * Runs `fn` in a later task (after the I/O now pending, like
+ * `setTimeout(fn, 0)`), without keeping the process alive and without
+ * Deno's Node-compatible timers, which it loads on the first
+ * `setTimeout`/`clearTimeout` (~10 ms a server's first answer should not
+ * wait for). Not cancellable: `fn` checks whether it is still wanted.
+ */
+export function nextTask(fn: () => void): void {
+  AbortSignal.timeout(0).addEventListener("abort", fn, { once: true });
+}
