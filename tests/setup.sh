@@ -2,7 +2,7 @@
 # Sets up what the test suite needs, where this machine allows it, and says
 # in one line what it could not (the tests that need it then say so too):
 #   - bubblewrap (sandboxed requests), acl (setfacl/getfacl), util-linux's
-#     `script` and `setpriv`, gcc, redis-server (the relay fleet's store; the
+#     `script` and `setpriv`, gcc, prometheus (the scrape test), redis-server (the relay fleet's store; the
 #     tests start their own servers on free ports): Debian packages,
 #     installed with apt-get as root or through passwordless sudo;
 #   - the reference server (@openai/codex, pinned below) from npm into
@@ -53,6 +53,7 @@ need script bsdutils
 need setpriv util-linux
 need gcc gcc
 need redis-server redis-server
+need prometheus prometheus
 
 # The reference exec-server, for the side-by-side tests.
 if [ -n "${CODEX_REFERENCE_BIN:-}" ]; then

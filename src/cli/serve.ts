@@ -7,6 +7,7 @@
 
 import { consoleWrite, createLogger, type LogLevel } from "../log/logger.ts";
 import { type MetricsAddress, metricsUrl, parseMetricsAddress } from "../telemetry/address.ts";
+import { metricsPushRequested } from "../telemetry/requested.ts";
 import { otelRequestTracer } from "../log/otel.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
@@ -411,17 +412,27 @@ export async function runServe(config: ServeConfig): Promise<number> {
       socks: proxy.addresses.socks,
     });
   }
-  // The metrics SDK is loaded only when metrics are asked for.
-  const telemetry = config.metricsListen
-    ? await (await import("../telemetry/prometheus.ts")).startPrometheusMetrics(
-      config.metricsListen,
-    )
+  // The metrics SDK (and Codex's configuration, for an OTLP push) is
+  // loaded only when metrics are asked for.
+  const otlp = metricsPushRequested()
+    ? await (await import("../telemetry/otlp_settings.ts")).loadOtlpMetricsSettings()
+    : null;
+  const telemetry = config.metricsListen || otlp
+    ? await (await import("../telemetry/provider.ts")).startTelemetry({
+      prometheus: config.metricsListen,
+      otlp,
+    })
     : null;
   let metrics = null;
   if (telemetry) {
     const { ExecServerMetrics } = await import("../telemetry/exec_metrics.ts");
     metrics = new ExecServerMetrics(telemetry.meterProvider.getMeter("codex"));
-    logger.info("server.metrics", { url: metricsUrl(telemetry.addr) });
+    if (telemetry.prometheusAddr) {
+      logger.info("server.metrics", { url: metricsUrl(telemetry.prometheusAddr) });
+    }
+    if (otlp) {
+      logger.info("server.metrics_push", { protocol: otlp.protocol, intervalMs: otlp.intervalMs });
+    }
   }
   const server = new ExecServer({
     ...(proxy ? { managedNetwork: proxy } : {}),

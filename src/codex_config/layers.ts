@@ -35,27 +35,9 @@ import type {
 } from "../protocol/types.ts";
 import { isTable, type TomlTable, writeToml } from "./toml_write.ts";
 
-/** Where the layers are looked for (tests point these at a scratch tree). */
-export interface ConfigLocations {
-  /** Codex home (`$CODEX_HOME`, else `~/.codex`). */
-  readonly codexHome: string;
-  /** The user's home directory. */
-  readonly userHome: string;
-  /** The system configuration directory. Default `/etc/codex`. */
-  readonly systemDir?: string;
-}
+import { type ConfigLocations, defaultConfigLocations } from "./locations.ts";
 
-/** The locations for this process's environment. */
-export function defaultConfigLocations(): ConfigLocations {
-  const home = Deno.env.get("HOME") ?? "/";
-  const codexHome = Deno.env.get("CODEX_HOME");
-  return {
-    userHome: home,
-    codexHome: codexHome && codexHome.startsWith("/")
-      ? codexHome.replace(/\/+$/, "") || "/"
-      : `${home.replace(/\/+$/, "")}/.codex`,
-  };
-}
+export { type ConfigLocations, defaultConfigLocations };
 
 interface ParseFailure {
   readonly line: number;

@@ -86,7 +86,6 @@ export class ExecServerMetrics {
   #totalDuration;
   #processesFinished;
   #processDuration;
-  #processStart;
 
   /** Creates the instruments on `meter` (the reference's scope is named `codex`). */
   constructor(meter: Meter) {
@@ -129,7 +128,9 @@ export class ExecServerMetrics {
       "exec_server_process_duration_seconds",
       "Duration of exec-server processes in seconds.",
     );
-    this.#processStart = meter.createCounter("codex.process.start");
+    // Codex's own start counter: once per program run, not per child (the
+    // reference counts 1 for a server that ran three processes).
+    meter.createCounter("codex.process.start").add(1, { originator: "other" });
   }
 
   /** A connection was accepted. */
@@ -156,7 +157,6 @@ export class ExecServerMetrics {
   /** A process started. */
   processStarted(): void {
     this.#processes++;
-    this.#processStart.add(1, { originator: "other" });
   }
 
   /** A process finished: `success` when it exited with 0, else `error`. */
