@@ -548,13 +548,24 @@ Deno.test("proxy listeners: unmanaged binds the configured ports; managed replac
     }
   }
   {
-    await using managed = await startProxy(configured);
-    const { http, socks } = managed.addresses;
-    assert(http !== null && socks !== null);
-    assert(http.port !== httpPort && socks.port !== socksPort, `${http.port} ${socks.port}`);
-    assertEquals([http.hostname, socks.hostname], ["127.0.0.1", "127.0.0.1"]);
-    // The configured ports stay free.
-    for (const port of [httpPort, socksPort]) Deno.listen({ hostname: "127.0.0.1", port }).close();
+    // Managed: configured ports this test holds open the whole time — a
+    // proxy that tried to bind them would fail to start (and no other
+    // test can take them meanwhile, as it could a port merely left free).
+    const held = [0, 0].map(() => Deno.listen({ hostname: "127.0.0.1", port: 0 }));
+    try {
+      const [heldHttp, heldSocks] = held.map((l) => (l.addr as Deno.NetAddr).port);
+      await using managed = await startProxy({
+        ...configured,
+        proxy_url: `http://127.0.0.1:${heldHttp}`,
+        socks_url: `http://127.0.0.1:${heldSocks}`,
+      });
+      const { http, socks } = managed.addresses;
+      assert(http !== null && socks !== null);
+      assert(http.port !== heldHttp && socks.port !== heldSocks, `${http.port} ${socks.port}`);
+      assertEquals([http.hostname, socks.hostname], ["127.0.0.1", "127.0.0.1"]);
+    } finally {
+      for (const l of held) l.close();
+    }
   }
   for (const managed of [true, false]) {
     await using off = await startProxy({ ...configured, enable_socks5: false }, { managed });

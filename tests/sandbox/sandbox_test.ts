@@ -252,7 +252,8 @@ Deno.test({
         runs.push(normalized(run, f.base));
       }
       const ours = runs[0]!;
-      assertEquals(ours.stdout, "devnull\nurandom\nws-write\n");
+      // The whole run in the message: an empty stdout means the sandbox never started.
+      assertEquals(ours.stdout, "devnull\nurandom\nws-write\n", JSON.stringify(ours));
       assertEquals(ours.stderr.split("Permission denied").length, 3, ours.stderr);
       if (runs[1]) assertEquals(ours, runs[1], "ours vs the reference");
     } finally {
