@@ -49,6 +49,8 @@ export {
   DURATION_BOUNDS_SECONDS,
   ExecServerMetrics,
   methodLabel,
+  type MetricsCollection,
+  type MetricsProducer,
   type MetricsTransport,
   type RequestResult,
   type RequestTimings,

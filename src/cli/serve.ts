@@ -417,16 +417,17 @@ export async function runServe(config: ServeConfig): Promise<number> {
   const otlp = metricsPushRequested()
     ? await (await import("../telemetry/otlp_settings.ts")).loadOtlpMetricsSettings()
     : null;
-  const telemetry = config.metricsListen || otlp
+  const metrics = config.metricsListen || otlp
+    ? new (await import("../telemetry/exec_metrics.ts")).ExecServerMetrics()
+    : null;
+  const telemetry = metrics
     ? await (await import("../telemetry/provider.ts")).startTelemetry({
       prometheus: config.metricsListen,
       otlp,
+      producers: (temporality) => metrics.producer(temporality),
     })
     : null;
-  let metrics = null;
   if (telemetry) {
-    const { ExecServerMetrics } = await import("../telemetry/exec_metrics.ts");
-    metrics = new ExecServerMetrics(telemetry.meterProvider.getMeter("codex"));
     if (telemetry.prometheusAddr) {
       logger.info("server.metrics", { url: metricsUrl(telemetry.prometheusAddr) });
     }

@@ -88,8 +88,9 @@ export interface ExecServerOptions {
    */
   readonly tracer?: RequestTracer | null;
   /**
-   * Metrics as the reference names them (see `ExecServerMetrics`, on any
-   * OpenTelemetry `Meter`). Default: none, and nothing is measured.
+   * Metrics as the reference names them (see `ExecServerMetrics`, read by
+   * any OpenTelemetry SDK reader through its `producer()`). Default: none,
+   * and nothing is measured.
    */
   readonly metrics?: ExecServerMetrics | null;
 }

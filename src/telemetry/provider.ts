@@ -11,6 +11,11 @@
  */
 
 import type { MeterProvider } from "@opentelemetry/api";
+import type { MetricProducer } from "@opentelemetry/sdk-metrics";
+import type { MetricsProducer } from "./exec_metrics.ts";
+
+/** The SDK's type for ours (structurally the same; see `MetricsProducer`). */
+const sdkProducer = (p: MetricsProducer) => p as unknown as MetricProducer;
 import type { MetricsAddress } from "./address.ts";
 import type { OtlpMetricsSettings } from "./otlp_settings.ts";
 import { VERSION } from "../version.ts";
@@ -33,6 +38,12 @@ export interface TelemetryOptions {
   readonly otlp?: OtlpMetricsSettings | null;
   /** The resource's `service.name`. Default `codex-exec-server`. */
   readonly serviceName?: string;
+  /**
+   * Measurements the readers collect besides the provider's own
+   * instruments (the server's `ExecServerMetrics`): one producer
+   * per reader, of that reader's temporality.
+   */
+  readonly producers?: (temporality: "cumulative" | "delta") => MetricsProducer;
 }
 
 /**
@@ -87,7 +98,7 @@ function readOsRelease(): string | null {
  * ```ts
  * import { startTelemetry } from "./provider.ts";
  * await using t = await startTelemetry({ prometheus: { hostname: "127.0.0.1", port: 0 } });
- * t.meterProvider.getMeter("codex").createCounter("demo_total").add(1);
+ * t.meterProvider.getMeter("demo").createCounter("demo_total").add(1);
  * const text = await (await fetch(`http://127.0.0.1:${t.prometheusAddr!.port}/metrics`)).text();
  * console.log(text.includes("demo_total 1"));
  * ```
@@ -101,7 +112,10 @@ export async function startTelemetry(options: TelemetryOptions): Promise<Telemet
   let prometheus: Awaited<ReturnType<typeof import("./prometheus.ts").prometheusReader>> | null =
     null;
   if (options.prometheus) {
-    prometheus = await (await import("./prometheus.ts")).prometheusReader(options.prometheus);
+    prometheus = await (await import("./prometheus.ts")).prometheusReader(
+      options.prometheus,
+      options.producers ? [sdkProducer(options.producers("cumulative"))] : [],
+    );
     readers.push(prometheus.reader);
   }
   const otlp = options.otlp;
@@ -121,6 +135,7 @@ export async function startTelemetry(options: TelemetryOptions): Promise<Telemet
     readers.push(
       new sdk.PeriodicExportingMetricReader({
         exporter,
+        metricProducers: options.producers ? [sdkProducer(options.producers("delta"))] : [],
         exportIntervalMillis: otlp.intervalMs,
         exportTimeoutMillis: Math.min(30_000, otlp.intervalMs),
       }),

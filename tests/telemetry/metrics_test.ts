@@ -90,10 +90,24 @@ Deno.test("metrics: serve --metrics-listen counts connections, requests by metho
     404,
     "not found: metrics are at /metrics\n",
   ]);
-  const wrongMethod = await fetch(url, { method: "POST", body: "x".repeat(1 << 20) });
+  const wrongMethod = await fetch(url, { method: "POST", body: "x" });
   assertEquals(wrongMethod.status, 405);
   assertEquals(wrongMethod.headers.get("allow"), "GET, HEAD");
   await wrongMethod.body?.cancel();
+  // A huge request is refused unread, with an answer the client gets.
+  const huge = await fetch(url, { method: "POST", body: "x".repeat(1 << 20) });
+  assertEquals([huge.status, await huge.text()], [413, "a scrape has no body\n"]);
+  // HEAD: a GET's head, no body.
+  const head = await fetch(url, { method: "HEAD" });
+  assertEquals([head.status, await head.text()], [200, ""]);
+  assert(Number(head.headers.get("content-length")) > 1000);
+  // A client that never finishes its head holds only its own connection.
+  const stalled = await Deno.connect({ hostname: "127.0.0.1", port });
+  await stalled.write(new TextEncoder().encode("GET /metrics HTTP/1.1\r\nhost: x\r\n"));
+  const meanwhile = await fetch(url);
+  assertEquals(meanwhile.status, 200);
+  await meanwhile.body?.cancel();
+  stalled.close();
 });
 
 Deno.test("metrics: --metrics-listen addresses are parsed strictly", () => {
@@ -115,4 +129,66 @@ Deno.test("metrics: --metrics-listen addresses are parsed strictly", () => {
   ) {
     assertThrows(() => parseMetricsAddress(bad), Error, "invalid --metrics-listen");
   }
+});
+
+Deno.test("metrics: a delta producer reports what changed since its own last collection; a cumulative one the totals", async () => {
+  const { ExecServerMetrics } = await import("../../src/telemetry/exec_metrics.ts");
+  const m = new ExecServerMetrics();
+  const delta = m.producer("delta");
+  const cumulative = m.producer("cumulative");
+  type Metric = {
+    descriptor: { name: string };
+    aggregationTemporality: number;
+    dataPoints: Array<
+      {
+        attributes: Record<string, string>;
+        value: number | { count: number; sum: number; buckets: { counts: number[] } };
+      }
+    >;
+  };
+  const read = async (p: typeof delta) => {
+    const { resourceMetrics } = await p.collect();
+    const out: Record<string, unknown> = {};
+    for (const metric of (resourceMetrics.scopeMetrics[0] as { metrics: Metric[] }).metrics) {
+      for (const point of metric.dataPoints) {
+        const v = point.value;
+        out[`${metric.descriptor.name}${JSON.stringify(point.attributes)}`] = typeof v === "number"
+          ? v
+          : v.count;
+      }
+    }
+    return out;
+  };
+  m.request("fs/readFile", "success", { queuedSeconds: 0.001, runSeconds: 0.002 });
+  m.request("fs/readFile", "success", { queuedSeconds: 0.001, runSeconds: 0.3 });
+  const first = await read(delta);
+  assertEquals(first['exec_server_requests_total{"method":"fs/readFile","result":"success"}'], 2);
+  assertEquals(first['codex.process.start{"originator":"other"}'], 1);
+  m.request("no/such", "error", { queuedSeconds: 0, runSeconds: 0 });
+  const second = await read(delta);
+  // Only what changed: the fs/readFile series and the start counter are left out.
+  assertEquals(second['exec_server_requests_total{"method":"unknown","result":"error"}'], 1);
+  assertEquals(
+    second['exec_server_requests_total{"method":"fs/readFile","result":"success"}'],
+    undefined,
+  );
+  assertEquals(second['codex.process.start{"originator":"other"}'], undefined);
+  // Gauges are always there.
+  assertEquals(second["exec_server_processes_active{}"], 0);
+  const totals = await read(cumulative);
+  assertEquals(totals['exec_server_requests_total{"method":"fs/readFile","result":"success"}'], 2);
+  assertEquals(
+    totals['exec_server_request_duration_seconds{"method":"fs/readFile","result":"success"}'],
+    2,
+  );
+  assertEquals(totals['codex.process.start{"originator":"other"}'], 1);
+  // The buckets: 0.002 s in (0, 0.005], 0.3 s in (0.25, 0.5].
+  const { resourceMetrics } = await cumulative.collect();
+  const histogram = (resourceMetrics.scopeMetrics[0] as { metrics: Metric[] }).metrics.find((x) =>
+    x.descriptor.name === "exec_server_request_duration_seconds"
+  )!;
+  const v = histogram.dataPoints[0]!.value as { sum: number; buckets: { counts: number[] } };
+  assertEquals(v.buckets.counts[1], 1);
+  assertEquals(v.buckets.counts[DURATION_BOUNDS_SECONDS.indexOf(0.5)], 1);
+  assertEquals(Math.round(v.sum * 1000), 302);
 });
