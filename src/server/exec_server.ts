@@ -177,6 +177,8 @@ export class ExecServer {
     const probing = probeSandboxSupport();
     let info: EnvironmentInfo | null = null;
     const infoReady = probing.then((sandbox) => (info ??= describe(sandbox)));
+    // Awaited by `initialize`; never an unhandled rejection before one comes.
+    infoReady.catch(() => {});
     this.#infoNow = () => (info ??= describe(sandboxSupport()));
     this.#state = {
       options: resolved,

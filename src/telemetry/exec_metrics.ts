@@ -151,7 +151,8 @@ const hrTime = (ms: number): HrTime => [Math.floor(ms / 1000), Math.round((ms % 
  * m.connectionOpened("stdio");
  * m.request("initialize", "success", { queuedSeconds: 0, runSeconds: 0.001 });
  * const { resourceMetrics } = await m.producer("cumulative").collect();
- * console.log(resourceMetrics.scopeMetrics[0]!.metrics.map((x) => x.descriptor.name));
+ * const [scope] = resourceMetrics.scopeMetrics as Array<{ metrics: Array<{ descriptor: { name: string } }> }>;
+ * console.log(scope!.metrics.map((x) => x.descriptor.name));
  * ```
  */
 export class ExecServerMetrics {
