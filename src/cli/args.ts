@@ -53,6 +53,7 @@ export function parseArgs<const T extends ParseArgsConfig>(
   const isString = (name: string) => own(name)?.type === "string";
 
   const values: Record<string, unknown> = { __proto__: null } as unknown as Record<string, unknown>;
+  const accept = (token: Token) => store(values, options, check(token, options, allowPositionals));
   const positionals: string[] = [];
   const remaining = [...(config.args ?? [])];
   while (remaining.length > 0) {
@@ -66,11 +67,7 @@ export function parseArgs<const T extends ParseArgsConfig>(
     if (arg.length === 2 && arg[0] === "-" && arg[1] !== "-") {
       const name = longOf(arg[1]!);
       const value = isString(name) && remaining.length > 0 ? remaining.shift() : undefined;
-      store(
-        values,
-        options,
-        check({ name, rawName: arg, value, inlineValue: false }, options, allowPositionals),
-      );
+      accept({ name, rawName: arg, value, inlineValue: false });
       continue;
     }
     if (arg.length > 2 && arg[0] === "-" && arg[1] !== "-") {
@@ -90,38 +87,18 @@ export function parseArgs<const T extends ParseArgsConfig>(
         continue;
       }
       const name = longOf(arg[1]!);
-      store(
-        values,
-        options,
-        check(
-          { name, rawName: `-${arg[1]}`, value: arg.slice(2), inlineValue: true },
-          options,
-          allowPositionals,
-        ),
-      );
+      accept({ name, rawName: `-${arg[1]}`, value: arg.slice(2), inlineValue: true });
       continue;
     }
     if (arg.startsWith("--") && arg.length > 2) {
       if (arg.indexOf("=", 3) === -1) {
         const name = arg.slice(2);
         const value = isString(name) && remaining.length > 0 ? remaining.shift() : undefined;
-        store(
-          values,
-          options,
-          check({ name, rawName: arg, value, inlineValue: false }, options, allowPositionals),
-        );
+        accept({ name, rawName: arg, value, inlineValue: false });
       } else {
         const equals = arg.indexOf("=");
         const name = arg.slice(2, equals);
-        store(
-          values,
-          options,
-          check(
-            { name, rawName: `--${name}`, value: arg.slice(equals + 1), inlineValue: true },
-            options,
-            allowPositionals,
-          ),
-        );
+        accept({ name, rawName: `--${name}`, value: arg.slice(equals + 1), inlineValue: true });
       }
       continue;
     }
