@@ -21,7 +21,7 @@
  */
 
 import { type ConfigLocations, defaultConfigLocations } from "../codex_config/locations.ts";
-import { configMentionsMetricsExporter } from "./requested.ts";
+import { configMentionsMetricsExporter, otlpExporterVariableSet } from "./requested.ts";
 
 /** An OTLP/HTTP metrics push. */
 export interface OtlpMetricsSettings {
@@ -146,8 +146,7 @@ export function otlpMetricsSettings(
       environment,
     };
   }
-  const exporters = (env("OTEL_METRICS_EXPORTER") ?? "").split(",").map((s) => s.trim());
-  if (!exporters.includes("otlp")) return null;
+  if (!otlpExporterVariableSet(env)) return null;
   const specific = env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
   const base = env("OTEL_EXPORTER_OTLP_ENDPOINT");
   if (!specific && !base) {

@@ -33,10 +33,15 @@ export function configMentionsMetricsExporter(
   });
 }
 
+/** Whether `OTEL_METRICS_EXPORTER` (a comma-separated list) names `otlp`. */
+export function otlpExporterVariableSet(env: (name: string) => string | undefined): boolean {
+  return (env("OTEL_METRICS_EXPORTER") ?? "").split(",").some((s) => s.trim() === "otlp");
+}
+
 /** See the module documentation. */
 export function metricsPushRequested(
   env: (name: string) => string | undefined = (name) => Deno.env.get(name),
 ): boolean {
-  if ((env("OTEL_METRICS_EXPORTER") ?? "").split(",").some((s) => s.trim() === "otlp")) return true;
+  if (otlpExporterVariableSet(env)) return true;
   return configMentionsMetricsExporter(defaultConfigLocations());
 }
