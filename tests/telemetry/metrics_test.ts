@@ -4,7 +4,8 @@
 // and the address parser's too.
 
 import { assert, assertEquals, assertThrows } from "../helpers/assert.ts";
-import { freePort, spawnStdioServer, startProcess } from "../helpers/wire_client.ts";
+import { freePort, spawnStdioServer } from "../helpers/wire_client.ts";
+import { metricsWorkload } from "../helpers/metrics_workload.ts";
 import { parseMetricsAddress } from "../../src/telemetry/address.ts";
 import { DURATION_BOUNDS_SECONDS } from "../../src/telemetry/exec_metrics.ts";
 
@@ -19,16 +20,6 @@ function samples(text: string): Map<string, number> {
   return out;
 }
 
-async function waitClosed(
-  c: { take(p: (m: Record<string, unknown>) => boolean, ms: number): Promise<unknown> },
-  id: string,
-) {
-  await c.take(
-    (m) => m.method === "process/closed" && (m.params as { processId?: string })?.processId === id,
-    30_000,
-  );
-}
-
 Deno.test("metrics: serve --metrics-listen counts connections, requests by method and result, and processes by result, exactly", async () => {
   const port = freePort();
   await using s = spawnStdioServer([
@@ -40,15 +31,7 @@ Deno.test("metrics: serve --metrics-listen counts connections, requests by metho
     "--metrics-listen",
     `127.0.0.1:${port}`,
   ]);
-  await s.client.initialize();
-  await startProcess(s.client, "ok", ["/bin/sh", "-c", "exit 0"]);
-  await startProcess(s.client, "bad", ["/bin/sh", "-c", "exit 3"]);
-  await waitClosed(s.client as never, "ok");
-  await waitClosed(s.client as never, "bad");
-  const bogus = await s.client.call("no/such/method", {});
-  assertEquals(bogus.error.code, -32601);
-  const refused = await s.client.call("fs/readFile", { path: "relative" });
-  assert(refused.error, JSON.stringify(refused));
+  await metricsWorkload(s.client);
   const url = `http://127.0.0.1:${port}/metrics`;
   const response = await fetch(url);
   assertEquals(response.status, 200);

@@ -8,28 +8,13 @@
 import { assert, assertEquals, assertThrows } from "../helpers/assert.ts";
 import { type OtlpPoint, startOtlpReceiver } from "../helpers/otlp.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
-import {
-  ourStdioCommand,
-  spawnCommandServer,
-  type SpawnedServer,
-  startProcess,
-} from "../helpers/wire_client.ts";
+import { ourStdioCommand, spawnCommandServer, type SpawnedServer } from "../helpers/wire_client.ts";
+import { metricsWorkload } from "../helpers/metrics_workload.ts";
 import { otlpMetricsSettings, OtlpSettingsError } from "../../src/telemetry/otlp_settings.ts";
 import { osResource } from "../../src/telemetry/provider.ts";
 
 async function workload(s: SpawnedServer): Promise<void> {
-  await s.client.initialize();
-  await startProcess(s.client, "ok", ["/bin/sh", "-c", "exit 0"]);
-  await startProcess(s.client, "bad", ["/bin/sh", "-c", "exit 3"]);
-  for (const id of ["ok", "bad"]) {
-    await s.client.take(
-      (m) =>
-        m.method === "process/closed" && (m.params as { processId?: string })?.processId === id,
-      30_000,
-    );
-  }
-  assertEquals((await s.client.call("no/such/method", {})).error.code, -32601);
-  assert((await s.client.call("fs/readFile", { path: "relative" })).error);
+  await metricsWorkload(s.client);
   await s.client.call("environment/status", {});
 }
 

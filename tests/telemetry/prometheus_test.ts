@@ -3,7 +3,8 @@
 // API is asked for the series and their exact values.
 
 import { assert, assertEquals } from "../helpers/assert.ts";
-import { freePort, spawnStdioServer, startProcess } from "../helpers/wire_client.ts";
+import { freePort, spawnStdioServer } from "../helpers/wire_client.ts";
+import { metricsWorkload } from "../helpers/metrics_workload.ts";
 import { DURATION_BOUNDS_SECONDS } from "../../src/telemetry/exec_metrics.ts";
 
 function findPrometheus(): string | null {
@@ -40,17 +41,7 @@ Deno.test({
       "--metrics-listen",
       `127.0.0.1:${metricsPort}`,
     ]);
-    await s.client.initialize();
-    await startProcess(s.client, "ok", ["/bin/sh", "-c", "exit 0"]);
-    await startProcess(s.client, "bad", ["/bin/sh", "-c", "exit 3"]);
-    for (const id of ["ok", "bad"]) {
-      await s.client.take(
-        (m) =>
-          m.method === "process/closed" && (m.params as { processId?: string })?.processId === id,
-        30_000,
-      );
-    }
-    assertEquals((await s.client.call("no/such/method", {})).error.code, -32601);
+    await metricsWorkload(s.client);
 
     const dir = await Deno.makeTempDir({ prefix: "prometheus-test-" });
     const webPort = freePort();
@@ -123,6 +114,7 @@ Deno.test({
         '{"method":"initialize","result":"success"}': 1,
         '{"method":"process/start","result":"success"}': 2,
         '{"method":"unknown","result":"error"}': 1,
+        '{"method":"fs/readFile","result":"error"}': 1,
       });
       assertEquals(await values("exec_server_processes_finished_total"), {
         '{"result":"success"}': 1,
