@@ -2,7 +2,8 @@
  * The exec-server's metrics, named, described, typed and bucketed as the
  * reference's (Codex 0.171.0, probed with an OTLP receiver): connections
  * by transport, requests by method and result with their queue, run and
- * total durations, processes active, finished and their duration.
+ * total durations, processes active, finished and their duration, and a
+ * remote executor's registrations, rendezvous dials and reconnects.
  *
  * Measured without the OpenTelemetry SDK on the request path: a request
  * costs a few array increments here (the SDK's own instruments cost
@@ -16,9 +17,14 @@
  * @module
  */
 
-import type { Attributes } from "@opentelemetry/api";
-import type { MetricData, ScopeMetrics } from "@opentelemetry/sdk-metrics";
+import { MetricSet, type MetricsProducer } from "./aggregate.ts";
 import { REQUESTS } from "../protocol/spec.ts";
+
+export {
+  DURATION_BOUNDS_SECONDS,
+  type MetricsCollection,
+  type MetricsProducer,
+} from "./aggregate.ts";
 
 /** How a connection reached the server. */
 export type MetricsTransport = "relay" | "stdio" | "websocket";
@@ -26,30 +32,31 @@ export type MetricsTransport = "relay" | "stdio" | "websocket";
 /** How a request ended: answered with a result, with an error, or its connection went first. */
 export type RequestResult = "success" | "error" | "disconnected";
 
-/** The reference's histogram bounds, in seconds. */
-export const DURATION_BOUNDS_SECONDS: readonly number[] = [
-  0,
-  0.005,
-  0.01,
-  0.025,
-  0.05,
-  0.075,
-  0.1,
-  0.25,
-  0.5,
-  0.75,
-  1,
-  2.5,
-  5,
-  7.5,
-  10,
-  12,
-  15,
-  20,
-  30,
-  60,
-  120,
-];
+/**
+ * Why a remote executor's rendezvous socket is dialled again (the
+ * reference's `reason` values): the relay closed it, reading or writing
+ * failed, a ping went unanswered, or the dial itself failed.
+ */
+export type ReconnectReason =
+  | "peer_close"
+  | "read_error"
+  | "write_error"
+  | "pong_timeout"
+  | "connect_failed";
+
+/**
+ * What a remote executor reports (`RemoteExecutor`'s `metrics` option):
+ * each registration and rendezvous dial with its outcome and duration,
+ * and each reconnect with its reason.
+ */
+export interface RemoteMetrics {
+  /** A registration attempt ended. */
+  registration(result: "success" | "error", seconds: number): void;
+  /** A rendezvous dial ended. */
+  rendezvousConnect(result: "success" | "error", seconds: number): void;
+  /** The socket is dialled again. */
+  reconnect(reason: ReconnectReason): void;
+}
 
 const TRANSPORTS: readonly MetricsTransport[] = ["websocket", "relay", "stdio"];
 const KNOWN_METHODS: ReadonlySet<string> = new Set(Object.keys(REQUESTS));
@@ -68,79 +75,6 @@ export interface RequestTimings {
 }
 
 /**
- * What a reader collects: an OpenTelemetry SDK `CollectionResult` (its
- * `resourceMetrics.scopeMetrics` are the SDK's `ScopeMetrics`).
- */
-export interface MetricsCollection {
-  /** The metrics, in one `codex` scope (the resource is the reader's provider's). */
-  readonly resourceMetrics: { readonly scopeMetrics: readonly unknown[] };
-  /** Always empty: nothing here can fail. */
-  readonly errors: readonly unknown[];
-}
-
-/**
- * An OpenTelemetry SDK `MetricProducer`, structurally: pass it to a
- * reader's `metricProducers` (as `MetricProducer`; this package does not
- * re-export the SDK's types).
- */
-export interface MetricsProducer {
-  /** The measurements now. */
-  collect(): Promise<MetricsCollection>;
-}
-
-/** The SDK's enums, as their values (this module loads no SDK code). */
-const SUM = 3 as MetricData["dataPointType"];
-const GAUGE = 2 as MetricData["dataPointType"];
-const HISTOGRAM = 0 as MetricData["dataPointType"];
-const DELTA = 0 as MetricData["aggregationTemporality"];
-const CUMULATIVE = 1 as MetricData["aggregationTemporality"];
-const INT = 0;
-const DOUBLE = 1;
-
-/** One label set's running totals: a sum's value, or a histogram's buckets. */
-interface Cell {
-  readonly attributes: Attributes;
-  value: number;
-  readonly counts: number[] | null;
-}
-
-interface Series {
-  readonly name: string;
-  readonly description: string;
-  readonly unit: string;
-  readonly kind: "sum" | "histogram";
-  readonly cells: Map<string, Cell>;
-}
-
-function series(name: string, description: string, kind: "sum" | "histogram"): Series {
-  return { name, description, unit: kind === "histogram" ? "s" : "", kind, cells: new Map() };
-}
-
-function cell(s: Series, key: string, attributes: () => Attributes): Cell {
-  let c = s.cells.get(key);
-  if (c === undefined) {
-    c = {
-      attributes: attributes(),
-      value: 0,
-      counts: s.kind === "histogram" ? new Array(DURATION_BOUNDS_SECONDS.length + 1).fill(0) : null,
-    };
-    s.cells.set(key, c);
-  }
-  return c;
-}
-
-/** Adds `seconds` to a histogram cell (`value` is its sum; the last count is `+Inf`). */
-function observe(c: Cell, seconds: number): void {
-  let i = 0;
-  while (i < DURATION_BOUNDS_SECONDS.length && seconds > DURATION_BOUNDS_SECONDS[i]!) i++;
-  c.counts![i]!++;
-  c.value += seconds;
-}
-
-type HrTime = [number, number];
-const hrTime = (ms: number): HrTime => [Math.floor(ms / 1000), Math.round((ms % 1000) * 1e6)];
-
-/**
  * The exec-server's measurements, read by OpenTelemetry readers through
  * {@linkcode ExecServerMetrics.producer}.
  *
@@ -155,58 +89,85 @@ const hrTime = (ms: number): HrTime => [Math.floor(ms / 1000), Math.round((ms % 
  * console.log(scope!.metrics.map((x) => x.descriptor.name));
  * ```
  */
-export class ExecServerMetrics {
+export class ExecServerMetrics implements RemoteMetrics {
+  /**
+   * The metrics, in the reference's `codex` scope; parts of the same
+   * program (an embedded egress proxy) are added with `set.include(…)`.
+   */
+  readonly set: MetricSet = new MetricSet("codex");
   #active = new Map<MetricsTransport, number>(TRANSPORTS.map((t) => [t, 0]));
   #processes = 0;
-  readonly #start = Date.now();
-  readonly #connections = series(
-    "exec_server_connections_total",
-    "Total number of accepted exec-server connections.",
-    "sum",
-  );
-  readonly #requests = series(
-    "exec_server_requests_total",
-    "Total number of exec-server requests.",
-    "sum",
-  );
-  readonly #requestDuration = series(
-    "exec_server_request_duration_seconds",
-    "Duration of exec-server requests in seconds.",
-    "histogram",
-  );
-  readonly #queueDuration = series(
-    "exec_server_request_queue_duration_seconds",
-    "Time exec-server requests spend queued before execution in seconds.",
-    "histogram",
-  );
-  readonly #totalDuration = series(
-    "exec_server_request_total_duration_seconds",
-    "Total exec-server request duration in seconds, including queueing, from decoded receipt until response enqueue or disconnection.",
-    "histogram",
-  );
-  readonly #processesFinished = series(
-    "exec_server_processes_finished_total",
-    "Total number of finished exec-server processes.",
-    "sum",
-  );
-  readonly #processDuration = series(
-    "exec_server_process_duration_seconds",
-    "Duration of exec-server processes in seconds.",
-    "histogram",
-  );
   // Codex's own start counter: once per program run, not per child (the
   // reference counts 1 for a server that ran three processes).
-  readonly #started = series("codex.process.start", "", "sum");
+  readonly #started = this.set.counter("codex.process.start", "");
+  readonly #connections = this.set.counter(
+    "exec_server_connections_total",
+    "Total number of accepted exec-server connections.",
+  );
+  readonly #queueDuration = this.set.histogram(
+    "exec_server_request_queue_duration_seconds",
+    "Time exec-server requests spend queued before execution in seconds.",
+  );
+  readonly #requests = this.set.counter(
+    "exec_server_requests_total",
+    "Total number of exec-server requests.",
+  );
+  readonly #requestDuration = this.set.histogram(
+    "exec_server_request_duration_seconds",
+    "Duration of exec-server requests in seconds.",
+  );
+  readonly #totalDuration = this.set.histogram(
+    "exec_server_request_total_duration_seconds",
+    "Total exec-server request duration in seconds, including queueing, from decoded receipt until response enqueue or disconnection.",
+  );
+  readonly #processesFinished = this.set.counter(
+    "exec_server_processes_finished_total",
+    "Total number of finished exec-server processes.",
+  );
+  readonly #processDuration = this.set.histogram(
+    "exec_server_process_duration_seconds",
+    "Duration of exec-server processes in seconds.",
+  );
+  readonly #registrations = this.set.counter(
+    "exec_server_remote_registration_total",
+    "Total number of remote exec-server registration attempts.",
+  );
+  readonly #registrationDuration = this.set.histogram(
+    "exec_server_remote_registration_duration_seconds",
+    "Duration of remote exec-server registration attempts in seconds.",
+  );
+  readonly #rendezvous = this.set.counter(
+    "exec_server_remote_rendezvous_connect_total",
+    "Total number of remote exec-server rendezvous connection attempts.",
+  );
+  readonly #rendezvousDuration = this.set.histogram(
+    "exec_server_remote_rendezvous_connect_duration_seconds",
+    "Duration of remote exec-server rendezvous connection attempts in seconds.",
+  );
+  readonly #reconnects = this.set.counter(
+    "exec_server_remote_reconnects_total",
+    "Total number of remote exec-server reconnects.",
+  );
 
   /** Starts measuring (this server run counts once in `codex.process.start`). */
   constructor() {
-    cell(this.#started, "other", () => ({ originator: "other" })).value = 1;
+    this.#started.add({ originator: "other" });
+    this.set.gauge(
+      "exec_server_connections_active",
+      "Number of active exec-server connections.",
+      () => [...this.#active].map(([transport, n]) => [{ transport }, n] as const),
+    );
+    this.set.gauge(
+      "exec_server_processes_active",
+      "Number of active exec-server processes.",
+      () => [[{}, this.#processes]],
+    );
   }
 
   /** A connection was accepted. */
   connectionOpened(transport: MetricsTransport): void {
     this.#active.set(transport, this.#active.get(transport)! + 1);
-    cell(this.#connections, transport, () => ({ transport })).value++;
+    this.#connections.cell(transport, () => ({ transport })).value++;
   }
 
   /** A connection ended. */
@@ -219,10 +180,13 @@ export class ExecServerMetrics {
     const label = methodLabel(method);
     const key = `${label} ${result}`;
     const attributes = () => ({ method: label, result });
-    cell(this.#requests, key, attributes).value++;
-    observe(cell(this.#queueDuration, label, () => ({ method: label })), timings.queuedSeconds);
-    observe(cell(this.#requestDuration, key, attributes), timings.runSeconds);
-    observe(cell(this.#totalDuration, key, attributes), timings.queuedSeconds + timings.runSeconds);
+    this.#requests.cell(key, attributes).value++;
+    const queued = this.#queueDuration;
+    const run = this.#requestDuration;
+    const total = this.#totalDuration;
+    queued.observe(queued.cell(label, () => ({ method: label })), timings.queuedSeconds);
+    run.observe(run.cell(key, attributes), timings.runSeconds);
+    total.observe(total.cell(key, attributes), timings.queuedSeconds + timings.runSeconds);
   }
 
   /** A process started. */
@@ -234,8 +198,25 @@ export class ExecServerMetrics {
   processFinished(exitCode: number | null, seconds: number): void {
     this.#processes = Math.max(0, this.#processes - 1);
     const result = exitCode === 0 ? "success" : "error";
-    cell(this.#processesFinished, result, () => ({ result })).value++;
-    observe(cell(this.#processDuration, result, () => ({ result })), seconds);
+    this.#processesFinished.add({ result });
+    this.#processDuration.record({ result }, seconds);
+  }
+
+  /** A remote registration attempt ended. */
+  registration(result: "success" | "error", seconds: number): void {
+    this.#registrations.add({ result });
+    this.#registrationDuration.record({ result }, seconds);
+  }
+
+  /** A rendezvous dial ended. */
+  rendezvousConnect(result: "success" | "error", seconds: number): void {
+    this.#rendezvous.add({ result });
+    this.#rendezvousDuration.record({ result }, seconds);
+  }
+
+  /** The rendezvous socket is dialled again. */
+  reconnect(reason: ReconnectReason): void {
+    this.#reconnects.add({ reason });
   }
 
   /**
@@ -245,94 +226,6 @@ export class ExecServerMetrics {
    * OTLP push; label sets without a change are left out, as the SDK does).
    */
   producer(temporality: "cumulative" | "delta"): MetricsProducer {
-    const previous = new Map<Cell, { value: number; counts: number[] | null }>();
-    let last = this.#start;
-    return {
-      collect: () => {
-        const now = Date.now();
-        const metrics: MetricData[] = [];
-        const gauge = (name: string, description: string, points: Array<[Attributes, number]>) =>
-          metrics.push({
-            descriptor: { name, description, unit: "", valueType: INT },
-            aggregationTemporality: CUMULATIVE,
-            dataPointType: GAUGE,
-            dataPoints: points.map(([attributes, value]) => ({
-              startTime: hrTime(now),
-              endTime: hrTime(now),
-              attributes,
-              value,
-            })),
-          } as MetricData);
-        gauge(
-          "exec_server_connections_active",
-          "Number of active exec-server connections.",
-          [...this.#active].map(([transport, n]) => [{ transport }, n]),
-        );
-        gauge("exec_server_processes_active", "Number of active exec-server processes.", [[
-          {},
-          this.#processes,
-        ]]);
-        const all = [
-          this.#started,
-          this.#connections,
-          this.#queueDuration,
-          this.#requests,
-          this.#requestDuration,
-          this.#totalDuration,
-          this.#processesFinished,
-          this.#processDuration,
-        ];
-        for (const s of all) {
-          const points = [];
-          for (const c of s.cells.values()) {
-            let value = c.value;
-            let counts = c.counts;
-            if (temporality === "delta") {
-              const before = previous.get(c);
-              if (before) {
-                value -= before.value;
-                counts = counts && counts.map((n, i) => n - before.counts![i]!);
-              }
-              previous.set(c, { value: c.value, counts: c.counts && [...c.counts] });
-              const changed = counts ? counts.some((n) => n > 0) : value !== 0;
-              if (!changed) continue;
-            }
-            const startTime = hrTime(temporality === "delta" ? last : this.#start);
-            points.push({
-              startTime,
-              endTime: hrTime(now),
-              attributes: c.attributes,
-              value: counts
-                ? {
-                  buckets: { boundaries: [...DURATION_BOUNDS_SECONDS], counts: [...counts] },
-                  sum: value,
-                  count: counts.reduce((a, b) => a + b, 0),
-                }
-                : value,
-            });
-          }
-          if (points.length === 0) continue;
-          metrics.push({
-            descriptor: {
-              name: s.name,
-              description: s.description,
-              unit: s.unit,
-              valueType: s.kind === "histogram" ? DOUBLE : INT,
-            },
-            aggregationTemporality: temporality === "delta" ? DELTA : CUMULATIVE,
-            dataPointType: s.kind === "histogram" ? HISTOGRAM : SUM,
-            ...(s.kind === "sum" ? { isMonotonic: true } : {}),
-            dataPoints: points,
-          } as MetricData);
-        }
-        last = now;
-        const scope: ScopeMetrics = { scope: { name: "codex" }, metrics };
-        return Promise.resolve({
-          // The reader keeps only the scopes of a producer's result (its own resource is the provider's).
-          resourceMetrics: { scopeMetrics: [scope] },
-          errors: [],
-        });
-      },
-    };
+    return this.set.producer(temporality);
   }
 }
