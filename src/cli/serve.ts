@@ -459,6 +459,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
         environmentId: config.remote.environmentId,
         server,
         logger,
+        metrics,
       });
       logger.info("server.remote", {
         environment: config.remote.environmentId,

@@ -20,7 +20,8 @@
  */
 
 import { connectWebSocket, WebSocketHandshakeError } from "../../websocket/handshake.ts";
-import type { WebSocketChannel } from "../../websocket/channel.ts";
+import type { WebSocketChannel, WebSocketCloseInfo } from "../../websocket/channel.ts";
+import type { ReconnectReason, RemoteMetrics } from "../../telemetry/exec_metrics.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import type { HandshakeState } from "../../noise/handshake.ts";
 import {
@@ -73,6 +74,31 @@ export interface RemoteExecutorOptions {
   };
   /** Keepalive (default 30 s ping, 60 s pong timeout). */
   readonly keepalive?: { readonly pingIntervalMs?: number; readonly pongTimeoutMs?: number };
+  /** Where registrations, rendezvous dials and reconnects are counted (the server's metrics). */
+  readonly metrics?: RemoteMetrics | null;
+}
+
+/** Why a rendezvous socket ended, as the reference's reconnect `reason`. */
+function reconnectReason(info: WebSocketCloseInfo): ReconnectReason {
+  if (info.reason === "pong_timeout") return "pong_timeout";
+  if (info.reason === "write failed") return "write_error";
+  return info.wasClean || info.code !== 1006 ? "peer_close" : "read_error";
+}
+
+/** Runs `attempt`, reporting its outcome and duration to `report`. */
+async function measured<T>(
+  report: ((result: "success" | "error", seconds: number) => void) | undefined,
+  attempt: () => Promise<T>,
+): Promise<T> {
+  const started = performance.now();
+  try {
+    const value = await attempt();
+    report?.("success", (performance.now() - started) / 1000);
+    return value;
+  } catch (error) {
+    report?.("error", (performance.now() - started) / 1000);
+    throw error;
+  }
 }
 
 type StreamState =
@@ -116,14 +142,18 @@ export class RemoteExecutor implements AsyncDisposable {
   static async start(options: RemoteExecutorOptions): Promise<RemoteExecutor> {
     await loadNoiseCrypto();
     const identity = options.identity ?? generateIdentity();
-    const registration = await registerExecutor(
-      options.registry,
-      options.environmentId,
-      identity.publicKey,
-    );
+    const registration = await RemoteExecutor.#register(options, identity);
     const executor = new RemoteExecutor(options, identity, registration);
     executor.#loop = executor.#run();
     return executor;
+  }
+
+  static #register(options: RemoteExecutorOptions, identity: NoiseIdentity): Promise<Registration> {
+    const metrics = options.metrics;
+    return measured(
+      metrics ? (result, seconds) => metrics.registration(result, seconds) : undefined,
+      () => registerExecutor(options.registry, options.environmentId, identity.publicKey),
+    );
   }
 
   /** The current registration. */
@@ -172,15 +202,20 @@ export class RemoteExecutor implements AsyncDisposable {
     };
     while (!this.#closed) {
       let channel: WebSocketChannel;
+      const metrics = this.#options.metrics;
       try {
-        channel = await connectWebSocket(this.#registration.url, {
-          headers: { "x-request-id": requestId() },
-          maxFrameBytes: RELAY_WEBSOCKET_MAX,
-          maxMessageBytes: RELAY_WEBSOCKET_MAX,
-          pingIntervalMs: this.#options.keepalive?.pingIntervalMs ?? 30_000,
-          pongTimeoutMs: this.#options.keepalive?.pongTimeoutMs ?? 60_000,
-          timeoutMs: 10_000,
-        });
+        channel = await measured(
+          metrics ? (result, seconds) => metrics.rendezvousConnect(result, seconds) : undefined,
+          () =>
+            connectWebSocket(this.#registration.url, {
+              headers: { "x-request-id": requestId() },
+              maxFrameBytes: RELAY_WEBSOCKET_MAX,
+              maxMessageBytes: RELAY_WEBSOCKET_MAX,
+              pingIntervalMs: this.#options.keepalive?.pingIntervalMs ?? 30_000,
+              pongTimeoutMs: this.#options.keepalive?.pongTimeoutMs ?? 60_000,
+              timeoutMs: 10_000,
+            }),
+        );
       } catch (error) {
         const status = error instanceof WebSocketHandshakeError ? error.status ?? 0 : 0;
         this.#logger.warn("remote.connect_failed", { status, error: (error as Error).message });
@@ -189,11 +224,7 @@ export class RemoteExecutor implements AsyncDisposable {
         // one address, answers from a live node with that node's URL.
         if ((status === 0 || (status >= 400 && status < 500)) && !this.#closed) {
           try {
-            this.#registration = await registerExecutor(
-              this.#options.registry,
-              this.#options.environmentId,
-              this.identity.publicKey,
-            );
+            this.#registration = await RemoteExecutor.#register(this.#options, this.identity);
             this.#logger.info("remote.reregistered", {
               registration: this.#registration.executorRegistrationId,
             });
@@ -201,7 +232,10 @@ export class RemoteExecutor implements AsyncDisposable {
             this.#logger.warn("remote.register_failed", { error: (e as Error).message });
           }
         }
-        if (!this.#closed) await backoff();
+        if (!this.#closed) {
+          metrics?.reconnect("connect_failed");
+          await backoff();
+        }
         continue;
       }
       if (this.#closed) {
@@ -212,14 +246,17 @@ export class RemoteExecutor implements AsyncDisposable {
       this.#connectedOnce.resolve();
       this.#logger.info("remote.connected", { environment: this.#options.environmentId });
       const started = Date.now();
-      await this.#serve(channel);
+      const ended = await this.#serve(channel);
       this.#channel = null;
       if (Date.now() - started >= resetAfter) base = initial;
-      if (!this.#closed) await backoff();
+      if (!this.#closed) {
+        metrics?.reconnect(reconnectReason(ended));
+        await backoff();
+      }
     }
   }
 
-  async #serve(channel: WebSocketChannel): Promise<void> {
+  async #serve(channel: WebSocketChannel): Promise<WebSocketCloseInfo> {
     const link = relayLink(channel);
     try {
       for await (const [frame] of validRelayFrames(channel.messages)) {
@@ -235,6 +272,7 @@ export class RemoteExecutor implements AsyncDisposable {
       else s.stream.terminate("executor socket closed");
       this.#streams.delete(id);
     }
+    return info;
   }
 
   #reset(link: RelayLink, streamId: string): void {

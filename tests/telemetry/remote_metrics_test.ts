@@ -1,0 +1,122 @@
+// A remote executor's metrics, side by side with the reference: ours
+// (`serve --remote`) and the pinned reference (`exec-server --remote`) each
+// register with a relay of ours, serve one harness connection, lose their
+// rendezvous socket (a TCP cut between them and the relay) and dial again;
+// what each pushes over OTLP must have the same shapes and the same totals
+// of registrations, rendezvous dials and reconnects by reason.
+
+import { assert, assertEquals } from "../helpers/assert.ts";
+import { type OtlpPoint, startOtlpReceiver } from "../helpers/otlp.ts";
+import { referenceBin, referenceHome } from "../helpers/reference.ts";
+import { tcpRelay } from "../helpers/tcp_relay.ts";
+import { eventually } from "../helpers/wire_client.ts";
+import { CLI } from "../helpers/cli.ts";
+import { startRelayServer } from "../../src/relay/server/relay_server.ts";
+import { connect } from "../../src/client/client.ts";
+import { nullLogger } from "../../src/log/logger.ts";
+import { loadNoiseCrypto } from "../../src/noise/primitives.ts";
+
+await loadNoiseCrypto(); // once, outside the tests (a dynamic library stays loaded)
+
+const REMOTE = /^exec_server_(remote_|connections_total)/;
+
+function totals(points: OtlpPoint[]): Record<string, number> {
+  const out = new Map<string, number>();
+  for (const p of points) {
+    if (!REMOTE.test(p.name)) continue;
+    const key = `${p.name}${JSON.stringify(Object.entries(p.attributes).sort())}`;
+    out.set(key, (out.get(key) ?? 0) + p.value); // deltas add up; a histogram's value is its count
+  }
+  return Object.fromEntries([...out].sort(([a], [b]) => a < b ? -1 : 1));
+}
+
+function shapes(points: OtlpPoint[]): string[] {
+  return [
+    ...new Set(
+      points.filter((p) => REMOTE.test(p.name)).map((p) =>
+        JSON.stringify([p.scope, p.name, p.kind, p.unit, p.description, p.temporality, p.bounds])
+      ),
+    ),
+  ].sort();
+}
+
+async function run(which: "ours" | "reference") {
+  await using rx = startOtlpReceiver();
+  const ports: number[] = [];
+  // The executor reaches the rendezvous through this relay of TCP (the registry directly).
+  await using cable = tcpRelay(() => ports);
+  const relay = await startRelayServer({
+    port: 0,
+    logger: nullLogger,
+    publicUrl: `http://127.0.0.1:${cable.port}`,
+  });
+  ports.push(relay.addr.port);
+  const home = referenceHome();
+  await Deno.writeTextFile(
+    `${home}/config.toml`,
+    `[otel]\nmetrics_exporter = { otlp-http = { endpoint = "${rx.url}/v1/metrics", protocol = "json" } }\n`,
+  );
+  const remote = [
+    "--remote",
+    relay.url,
+    "--environment-id",
+    "env-m",
+    "--registration-bearer-stdin",
+  ];
+  const [program, ...args] = which === "ours"
+    ? [Deno.execPath(), "run", "-A", CLI, "serve", ...remote, "--log-level", "error"]
+    : [referenceBin()!, "exec-server", ...remote];
+  const child = new Deno.Command(program!, {
+    args,
+    env: { CODEX_HOME: home, OTEL_METRIC_EXPORT_INTERVAL: "200" },
+    stdin: "piped",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  try {
+    const w = child.stdin.getWriter();
+    await w.write(
+      new TextEncoder().encode(await relay.store.createToken("executor", "env-m") + "\n"),
+    );
+    await w.close();
+    assert(await eventually(() => relay.executorCount === 1, 60_000), `${which}: never registered`);
+    const client = await connect({
+      rendezvous: {
+        registryUrl: relay.url,
+        environmentId: "env-m",
+        token: await relay.store.createToken("harness", "env-m"),
+      },
+    });
+    await client.command("/bin/true").output();
+    await client.close();
+    // The socket is lost (no close frame); the next dial gets through.
+    cable.cut();
+    cable.restore();
+    const dialled = 'exec_server_remote_rendezvous_connect_total[["result","success"]]';
+    const points = await rx.waitFor((p) => (totals(p)[dialled] ?? 0) >= 2, 60_000);
+    return { totals: totals(points), shapes: shapes(points) };
+  } finally {
+    child.kill("SIGTERM");
+    await child.status;
+    await relay.close();
+  }
+}
+
+Deno.test({
+  name:
+    "remote metrics: registrations, rendezvous dials and reconnects by reason, as the reference pushes them — side by side",
+  ignore: referenceBin() === null,
+  async fn() {
+    const [ours, reference] = await Promise.all([run("ours"), run("reference")]);
+    assertEquals(ours.shapes, reference.shapes);
+    assertEquals(ours.totals, reference.totals);
+    assertEquals(ours.totals, {
+      'exec_server_connections_total[["transport","relay"]]': 1,
+      'exec_server_remote_reconnects_total[["reason","read_error"]]': 1,
+      'exec_server_remote_registration_duration_seconds[["result","success"]]': 1,
+      'exec_server_remote_registration_total[["result","success"]]': 1,
+      'exec_server_remote_rendezvous_connect_duration_seconds[["result","success"]]': 2,
+      'exec_server_remote_rendezvous_connect_total[["result","success"]]': 2,
+    });
+  },
+});
