@@ -177,3 +177,9 @@ export {
 } from "./src/mcp/runtime/connector_meta.ts";
 export { ToolCache, type ToolSnapshot } from "./src/mcp/runtime/tool_cache.ts";
 export type { TomlTable, TomlValue } from "./src/codex_config/toml_write.ts";
+export {
+  McpRuntimeMetrics,
+  type StartupResult,
+  type ToolCallResult,
+} from "./src/mcp/runtime/metrics.ts";
+export { McpSessionMetrics, type SessionCloseReason } from "./src/mcp/session_metrics.ts";

@@ -90,3 +90,4 @@ export {
   type MaskedEnvironment,
 } from "./src/proxy/credential_broker.ts";
 export type { UpstreamProxies } from "./src/proxy/connector.ts";
+export { type ProxyListener, ProxyMetrics, type UpstreamProtocol } from "./src/proxy/metrics.ts";

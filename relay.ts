@@ -62,3 +62,4 @@ export {
   type ForwardOptions,
   type StreamServer,
 } from "./src/relay/executor/forward.ts";
+export { type RegistryRoute, RelayMetrics } from "./src/relay/server/metrics.ts";

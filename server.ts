@@ -52,7 +52,10 @@ export {
   type MetricsCollection,
   type MetricsProducer,
   type MetricsTransport,
+  type ReconnectReason,
+  type RemoteMetrics,
   type RequestResult,
   type RequestTimings,
 } from "./src/telemetry/exec_metrics.ts";
+export { type Cell, MetricSet, Series, type Temporality } from "./src/telemetry/aggregate.ts";
 export { type MetricsAddress, metricsUrl, parseMetricsAddress } from "./src/telemetry/address.ts";

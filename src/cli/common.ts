@@ -6,6 +6,7 @@
  * @module
  */
 
+import { type MetricsAddress, parseMetricsAddress } from "../telemetry/address.ts";
 import type { ParseArgsConfig } from "node:util";
 import { parseArgs } from "./args.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "../log/logger.ts";
@@ -249,4 +250,14 @@ export function logLevelFlag(level: string | undefined, fallback: LogLevel): Log
 /** The logger of `--log-level` (see {@linkcode logLevelFlag}). */
 export function commandLogger(level: string | undefined, fallback: LogLevel): Logger {
   return createLogger({ level: logLevelFlag(level, fallback) });
+}
+
+/** `--metrics-listen [HOST:]PORT` (null when absent); a bad address is a usage error. */
+export function metricsListenFlag(value: string | undefined): MetricsAddress | null {
+  if (value === undefined) return null;
+  try {
+    return parseMetricsAddress(value);
+  } catch (error) {
+    throw new UsageError((error as Error).message, 2);
+  }
 }

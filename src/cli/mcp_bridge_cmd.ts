@@ -9,8 +9,11 @@ import type { ExecServerClient } from "../client/client.ts";
 import { serveMcpBridgeHttp, serveMcpBridgeStdio } from "../mcp/bridge_server.ts";
 import type { McpEnvVar, McpServerSpec } from "../mcp/server_spec.ts";
 import { connectFromFlags, CONNECTION_FLAGS } from "./client_args.ts";
+import { McpSessionMetrics } from "../mcp/session_metrics.ts";
+import { startCommandMetrics } from "../telemetry/command.ts";
 import {
   commandLogger,
+  metricsListenFlag,
   parseCommand,
   parseDuration,
   parsePositiveInt,
@@ -48,6 +51,9 @@ Serving:
   --idle-timeout <DURATION>    close an idle HTTP session and its server (default 10m)
   --max-sessions <N>           HTTP sessions (each its own server process) open at once; more
                                get 503 with Retry-After (default 16)
+  --metrics-listen <[HOST:]PORT>
+                               with --http: serve GET /metrics (Prometheus text format) on its own
+                               listener (loopback for a bare port): sessions open, refused, closed
   --log-level <LEVEL>          diagnostics on stderr (default warn)
 
 Examples:
@@ -72,6 +78,7 @@ export async function runMcpBridge(args: string[]): Promise<number> {
       host: { type: "string" },
       "idle-timeout": { type: "string" },
       "max-sessions": { type: "string" },
+      "metrics-listen": { type: "string" },
     },
   }, MCP_BRIDGE_USAGE);
   if (!parsed) return 0;
@@ -97,6 +104,10 @@ export async function runMcpBridge(args: string[]): Promise<number> {
     ...(flags.cwd !== undefined ? { cwd: flags.cwd } : {}),
   };
   const logger = commandLogger(flags["log-level"], "warn");
+  const metricsListen = metricsListenFlag(flags["metrics-listen"]);
+  if (metricsListen && flags.http === undefined) {
+    throw new UsageError("--metrics-listen needs --http (a stdio bridge has one session)", 2);
+  }
   const remote = flags.url !== undefined || flags.stdio !== undefined || flags.remote !== undefined;
   let client: ExecServerClient | undefined;
   if (remote) client = await connectFromFlags(flags);
@@ -106,8 +117,14 @@ export async function runMcpBridge(args: string[]): Promise<number> {
       await serveMcpBridgeStdio(spec, where);
       return 0;
     }
+    const measured = await startCommandMetrics(metricsListen, () => new McpSessionMetrics(), {
+      serviceName: "exec-server-mcp-bridge",
+      logger,
+    });
+    await using _telemetry = measured?.telemetry;
     const http = await serveMcpBridgeHttp(spec, {
       ...where,
+      metrics: measured?.metrics ?? null,
       port: flags.http === "0" ? 0 : parsePositiveInt("http", flags.http),
       ...(flags.host !== undefined ? { hostname: flags.host } : {}),
       ...(flags["idle-timeout"] !== undefined

@@ -9,6 +9,7 @@ import { startNetworkProxyFromFile } from "../proxy/start.ts";
 import { loadNetworkRequirementsFile } from "../proxy/config_file.ts";
 import {
   commandLogger,
+  metricsListenFlag,
   parseCommand,
   parseDuration,
   printLine,
@@ -16,6 +17,8 @@ import {
   UsageError,
 } from "./common.ts";
 import { formatHostPort } from "../util/host.ts";
+import { ProxyMetrics } from "../proxy/metrics.ts";
+import { startCommandMetrics } from "../telemetry/command.ts";
 
 /** Help text. */
 export const PROXY_USAGE = `Usage: exec-server proxy --config FILE [OPTIONS]
@@ -40,6 +43,9 @@ Options:
                             {"type":"decision_request","id":N,"protocol","host","port",...}
                             on stdout, answered by {"id":N,"decision":"allow"|"deny"|"ask"} on stdin
   --prompt-timeout <DUR>    deny unanswered prompts after this long (default 60s)
+  --metrics-listen <[HOST:]PORT>
+                            serve GET /metrics (Prometheus text format) on its own listener
+                            (loopback for a bare port): decisions, connections, interceptions
   --log-level <LEVEL>       diagnostics and audit events on stderr (default info)
   -h, --help                show this help
 
@@ -112,6 +118,7 @@ export async function runProxy(args: string[]): Promise<number> {
       home: { type: "string" },
       prompt: { type: "boolean" },
       "prompt-timeout": { type: "string" },
+      "metrics-listen": { type: "string" },
       "log-level": { type: "string" },
     },
   }, PROXY_USAGE);
@@ -120,10 +127,17 @@ export async function runProxy(args: string[]): Promise<number> {
   if (!flags.config) throw new UsageError("--config FILE is required", 2);
   const logger = commandLogger(flags["log-level"], "info");
   const timeout = parseDuration("prompt-timeout", flags["prompt-timeout"] ?? "60s");
+  const metricsListen = metricsListenFlag(flags["metrics-listen"]);
   const requirements = flags.requirements
     ? await loadNetworkRequirementsFile(flags.requirements)
     : null;
+  const measured = await startCommandMetrics(metricsListen, () => new ProxyMetrics(), {
+    serviceName: "exec-server-proxy",
+    logger,
+  });
+  await using _telemetry = measured?.telemetry;
   const proxy = await startNetworkProxyFromFile(flags.config, {
+    metrics: measured?.metrics ?? null,
     managed: flags.ephemeral ?? false,
     logger,
     ...(requirements ? { requirements } : {}),

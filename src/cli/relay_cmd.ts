@@ -10,6 +10,7 @@ import { openRelayStore } from "../relay/server/store_open.ts";
 import {
   announce,
   commandLogger,
+  metricsListenFlag,
   parseCommand,
   printLine,
   printUsage,
@@ -18,6 +19,8 @@ import {
   UsageError,
 } from "./common.ts";
 import { VERSION } from "../version.ts";
+import { RelayMetrics } from "../relay/server/metrics.ts";
+import { startCommandMetrics } from "../telemetry/command.ts";
 
 /** Help text. */
 export const RELAY_USAGE = `Usage: exec-server relay --listen http://IP:PORT [OPTIONS]
@@ -38,6 +41,9 @@ Options:
   --kv <PATH|URL>             same as --store
   --store-password-file <F>   the Redis password, read from F (not in the URL or argv)
   --public-url <URL>          the URL clients reach this node at (default: the listen URL)
+  --metrics-listen <[HOST:]PORT>
+                              serve GET /metrics (Prometheus text format) on its own listener
+                              (loopback for a bare port): requests, upgrades, sockets, bytes, store
   --log-level <LEVEL>         diagnostics on stderr (default info)
 
 Tokens (stored hashed in the store; the token is printed once):
@@ -78,6 +84,7 @@ export async function runRelay(args: string[]): Promise<number> {
       store: { type: "string" },
       "store-password-file": { type: "string" },
       "public-url": { type: "string" },
+      "metrics-listen": { type: "string" },
       "log-level": { type: "string" },
     },
   }, RELAY_USAGE);
@@ -86,9 +93,16 @@ export async function runRelay(args: string[]): Promise<number> {
   const listen = parseListen(flags.listen ?? "http://127.0.0.1:0");
   const logger = commandLogger(flags["log-level"], "info");
   const { location, password } = storeFlags(flags);
+  const metricsListen = metricsListenFlag(flags["metrics-listen"]);
+  const measured = await startCommandMetrics(metricsListen, () => new RelayMetrics(), {
+    serviceName: "exec-server-relay",
+    logger,
+  });
+  await using _telemetry = measured?.telemetry;
   const relay = await startRelayServer({
     ...listen,
     logger,
+    metrics: measured?.metrics ?? null,
     ...(location !== undefined ? { store: location } : {}),
     ...(password !== undefined ? { storePassword: password } : {}),
     ...(flags["public-url"] ? { publicUrl: flags["public-url"] } : {}),

@@ -5,9 +5,10 @@
  * @module
  */
 
-import { consoleWrite, createLogger, type LogLevel } from "../log/logger.ts";
-import { type MetricsAddress, metricsUrl, parseMetricsAddress } from "../telemetry/address.ts";
-import { metricsPushRequested } from "../telemetry/requested.ts";
+import { consoleWrite, createLogger, type Logger, type LogLevel } from "../log/logger.ts";
+import type { MetricsAddress } from "../telemetry/address.ts";
+import { startCommandMetrics } from "../telemetry/command.ts";
+import type { ExecServerMetrics } from "../telemetry/exec_metrics.ts";
 import { otelRequestTracer } from "../log/otel.ts";
 import { ExecServer } from "../server/exec_server.ts";
 import { serveStdio } from "../server/listen_stdio.ts";
@@ -17,6 +18,7 @@ import {
   announce,
   environmentIdFlag,
   logLevelFlag,
+  metricsListenFlag,
   onTerminationSignal,
   parseByteSize,
   parseDuration,
@@ -322,9 +324,7 @@ export function parseServeArgs(
     networkProxyConfig: v["network-proxy"] ?? null,
     networkRequirements: v["network-requirements"] ??
       null,
-    metricsListen: v["metrics-listen"] === undefined
-      ? null
-      : metricsAddressFlag(v["metrics-listen"]),
+    metricsListen: metricsListenFlag(v["metrics-listen"]),
     remote: v.remote === undefined ? null : {
       url: v.remote,
       environmentId: environmentIdFlag(v["environment-id"], "--remote needs --environment-id"),
@@ -369,12 +369,39 @@ export function parseTcpUpstream(value: string): URL {
   return url!;
 }
 
-function metricsAddressFlag(value: string): MetricsAddress {
-  try {
-    return parseMetricsAddress(value);
-  } catch (error) {
-    throw new UsageError((error as Error).message, 2);
+/** The egress proxy of `--network-proxy`, measured with the server when it is. */
+async function startManagedProxy(
+  config: ServeConfig,
+  logger: Logger,
+  metrics: ExecServerMetrics | null,
+) {
+  if (!config.networkProxyConfig) return null;
+  // The proxy is loaded only by the servers that use it (a plain server's
+  // idle memory and start-up are smaller without it).
+  const requirements = config.networkRequirements
+    ? await (await import("../proxy/config_file.ts")).loadNetworkRequirementsFile(
+      config.networkRequirements,
+    )
+    : null;
+  let proxyMetrics = null;
+  if (metrics) {
+    proxyMetrics = new (await import("../proxy/metrics.ts")).ProxyMetrics();
+    metrics.set.include(proxyMetrics.set);
   }
+  const proxy = await (await import("../proxy/start.ts")).startNetworkProxyFromFile(
+    config.networkProxyConfig,
+    {
+      logger,
+      metrics: proxyMetrics,
+      ...(requirements ? { requirements } : {}),
+      ...(config.tcpUpstreamProxy ? { tcpUpstream: config.tcpUpstreamProxy } : {}),
+    },
+  );
+  logger.info("server.network_proxy", {
+    http: proxy.addresses.http,
+    socks: proxy.addresses.socks,
+  });
+  return proxy;
 }
 
 /** Runs the server until its input ends (stdio) or a termination signal. */
@@ -389,51 +416,20 @@ export async function runServe(config: ServeConfig): Promise<number> {
   if (config.networkRequirements && !config.networkProxyConfig) {
     throw new UsageError("--network-requirements needs --network-proxy", 2);
   }
-  // The proxy and the relay are loaded only by the servers that use them
-  // (a plain server's idle memory and start-up are smaller without them).
-  const requirements = config.networkRequirements
-    ? await (await import("../proxy/config_file.ts")).loadNetworkRequirementsFile(
-      config.networkRequirements,
-    )
-    : null;
-  const proxy = config.networkProxyConfig
-    ? await (await import("../proxy/start.ts")).startNetworkProxyFromFile(
-      config.networkProxyConfig,
-      {
-        logger,
-        ...(requirements ? { requirements } : {}),
-        ...(config.tcpUpstreamProxy ? { tcpUpstream: config.tcpUpstreamProxy } : {}),
-      },
-    )
-    : null;
-  if (proxy) {
-    logger.info("server.network_proxy", {
-      http: proxy.addresses.http,
-      socks: proxy.addresses.socks,
-    });
-  }
   // The metrics SDK (and Codex's configuration, for an OTLP push) is
   // loaded only when metrics are asked for.
-  const otlp = metricsPushRequested()
-    ? await (await import("../telemetry/otlp_settings.ts")).loadOtlpMetricsSettings()
-    : null;
-  const metrics = config.metricsListen || otlp
-    ? new (await import("../telemetry/exec_metrics.ts")).ExecServerMetrics()
-    : null;
-  const telemetry = metrics
-    ? await (await import("../telemetry/provider.ts")).startTelemetry({
-      prometheus: config.metricsListen,
-      otlp,
-      producers: (temporality) => metrics.producer(temporality),
-    })
-    : null;
-  if (telemetry) {
-    if (telemetry.prometheusAddr) {
-      logger.info("server.metrics", { url: metricsUrl(telemetry.prometheusAddr) });
-    }
-    if (otlp) {
-      logger.info("server.metrics_push", { protocol: otlp.protocol, intervalMs: otlp.intervalMs });
-    }
+  const measured = await startCommandMetrics(
+    config.metricsListen,
+    async () => new (await import("../telemetry/exec_metrics.ts")).ExecServerMetrics(),
+    { logger },
+  );
+  const metrics = measured?.metrics ?? null;
+  let proxy;
+  try {
+    proxy = await startManagedProxy(config, logger, metrics);
+  } catch (error) {
+    await measured?.telemetry.close();
+    throw error;
   }
   const server = new ExecServer({
     ...(proxy ? { managedNetwork: proxy } : {}),
@@ -499,7 +495,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
     removeSignals();
     await server.close();
     await proxy?.shutdown();
-    await telemetry?.close();
+    await measured?.telemetry.close();
   }
   return 0;
 }

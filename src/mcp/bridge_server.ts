@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { McpSessionMetrics } from "./session_metrics.ts";
 import type { ExecServerClient } from "../client/client.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import { bridgeMcp } from "./bridge.ts";
@@ -34,6 +35,8 @@ export interface McpBridgeHttpOptions extends McpBridgeOptions {
   readonly idleTimeoutMs?: number;
   /** Sessions (each its own server process) open at once; more get 503. Default 16. */
   readonly maxSessions?: number;
+  /** Where sessions opened, refused at the cap, failed and closed are counted. */
+  readonly metrics?: McpSessionMetrics | null;
 }
 
 function launchOptions(options: McpBridgeOptions) {
@@ -80,6 +83,7 @@ export async function serveMcpBridgeHttp(
     ...(options.hostname !== undefined ? { hostname: options.hostname } : {}),
     ...(options.idleTimeoutMs !== undefined ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
     ...(options.maxSessions !== undefined ? { maxSessions: options.maxSessions } : {}),
+    metrics: options.metrics ?? null,
     logger,
     openSession: async (transport) => {
       const back = await launchMcpServer(spec, launchOptions(options));

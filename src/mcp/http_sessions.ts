@@ -23,6 +23,7 @@
  * @module
  */
 
+import type { McpSessionMetrics, SessionCloseReason } from "./session_metrics.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import { bracketHost, isIpLiteral, isLoopbackHost, normalizeHost } from "../util/host.ts";
 import { loadMcpSdk, type Transport } from "./sdk.ts";
@@ -53,6 +54,8 @@ export interface McpHttpOptions {
   readonly openSession: (transport: Transport) => Promise<McpHttpSession>;
   /** Where session events go. */
   readonly logger?: Logger;
+  /** Where sessions opened, refused, failed and closed are counted. */
+  readonly metrics?: McpSessionMetrics | null;
 }
 
 /** A running endpoint. */
@@ -157,10 +160,13 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
   };
 
   const ending = new Set<Promise<void>>();
-  const end = (id: string, why: string): Promise<void> => {
+  const metrics = options.metrics ?? null;
+  metrics?.track(() => sessions.size);
+  const end = (id: string, reason: SessionCloseReason, why: string): Promise<void> => {
     const entry = sessions.get(id);
     if (!entry) return Promise.resolve();
     sessions.delete(id);
+    metrics?.sessionClosed(reason);
     logger.info("mcp.session_closed", { session: id, reason: why });
     const task = (async () => {
       await entry.session?.close().catch(() => {});
@@ -210,6 +216,7 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
     }
     if (sessions.size + starting >= maxSessions) {
       const seconds = retryAfter();
+      metrics?.opened("refused");
       logger.warn("mcp.session_refused", { sessions: sessions.size, starting, maxSessions });
       return rpcError(
         503,
@@ -239,15 +246,17 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
       sessionIdGenerator: () => crypto.randomUUID(),
       onsessioninitialized: (id) => {
         sessions.set(id, entry);
+        metrics?.opened("opened");
         logger.info("mcp.session_opened", { session: id });
       },
-      onsessionclosed: (id) => void end(id, "deleted by the client"),
+      onsessionclosed: (id) => void end(id, "deleted", "deleted by the client"),
     });
     entry.transport = transport;
     try {
       entry.session = await options.openSession(transport);
     } catch (error) {
       await transport.close().catch(() => {});
+      metrics?.opened("failed");
       logger.warn("mcp.session_failed", { error });
       return rpcError(
         500,
@@ -256,7 +265,9 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
       );
     }
     entry.session.closed?.then(() => {
-      if (transport.sessionId) void end(transport.sessionId, "backing server ended");
+      if (transport.sessionId) {
+        void end(transport.sessionId, "backend_ended", "backing server ended");
+      }
     });
     try {
       const response = await transport.handleRequest(req, { parsedBody: body });
@@ -276,7 +287,7 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
     const now = Date.now();
     for (const [id, entry] of sessions) {
       if (entry.active > 0 || entry.session?.busy?.()) continue;
-      if (now - entry.lastActive >= idleMs) void end(id, `idle for ${idleMs} ms`);
+      if (now - entry.lastActive >= idleMs) void end(id, "idle", `idle for ${idleMs} ms`);
     }
   }, Math.max(50, Math.min(idleMs / 4, 30_000)));
 
@@ -297,7 +308,9 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpServ
     close() {
       closing ??= (async () => {
         clearInterval(reaper);
-        await Promise.allSettled([...sessions.keys()].map((id) => end(id, "server closing")));
+        await Promise.allSettled(
+          [...sessions.keys()].map((id) => end(id, "server_closing", "server closing")),
+        );
         await Promise.allSettled([...ending]);
         await server.shutdown();
       })();

@@ -315,6 +315,7 @@ async function serveForward(
     if (error instanceof PolicyDialError) {
       return await refuse("not_allowed_local", "baseline_policy", "deny");
     }
+    ctx.state.metrics?.upstreamError("http");
     ctx.logger.debug("proxy.upstream_failed", { host, error: (error as Error).message });
     return { ...textResponse(502, "upstream failure"), close: true };
   }
@@ -395,6 +396,7 @@ async function serveConnect(peer: ClientConn, request: ExchangeRequest): Promise
     try {
       dialed = await dial();
     } catch (error) {
+      ctx.state.metrics?.upstreamError("https_connect");
       ctx.logger.debug("proxy.connect_failed", { host, port, error: (error as Error).message });
       conn.close();
       return;
@@ -410,6 +412,7 @@ async function serveConnect(peer: ClientConn, request: ExchangeRequest): Promise
     if (error instanceof PolicyDialError) {
       return await refuse("not_allowed_local", "baseline_policy", "deny");
     }
+    ctx.state.metrics?.upstreamError("https_connect");
     ctx.logger.debug("proxy.connect_failed", { host, port, error: (error as Error).message });
     return await respond(textResponse(502, "upstream failure"));
   }

@@ -16,6 +16,7 @@ import { handleHttpProxyConnection, type ListenerContext } from "./http_proxy.ts
 import { handleSocks5Connection } from "./socks5.ts";
 import { NetworkProxyState, type NetworkProxyStateOptions } from "./state.ts";
 import { UpstreamPool } from "./upstream_pool.ts";
+import type { ProxyListener } from "./metrics.ts";
 import { acceptConnections, type ConnectionLoop } from "../util/accept_loop.ts";
 
 /** Options of {@linkcode NetworkProxy.start}. */
@@ -92,18 +93,30 @@ export class NetworkProxy implements AsyncDisposable {
       });
       this.#loops.push(loop);
     };
+    const metrics = state.metrics;
+    const handler = (listener: ProxyListener, handle: typeof handleHttpProxyConnection) =>
+      metrics
+        ? async (c: Deno.Conn) => {
+          metrics.connectionOpened(listener);
+          try {
+            await handle(ctx, c);
+          } finally {
+            metrics.connectionClosed(listener);
+          }
+        }
+        : (c: Deno.Conn) => handle(ctx, c);
     if (listeners.http) {
       watch(
         "HTTP",
         listeners.http,
-        acceptConnections(listeners.http, (c) => handleHttpProxyConnection(ctx, c), onError),
+        acceptConnections(listeners.http, handler("http", handleHttpProxyConnection), onError),
       );
     }
     if (listeners.socks) {
       watch(
         "SOCKS5",
         listeners.socks,
-        acceptConnections(listeners.socks, (c) => handleSocks5Connection(ctx, c), onError),
+        acceptConnections(listeners.socks, handler("socks5", handleSocks5Connection), onError),
       );
     }
   }

@@ -234,6 +234,7 @@ async function connect(
       ({ conn: upstream, leftover: upstreamLeftover } = await dialViaProxy(proxy, rawHost, port));
     } else upstream = await dialDirect(state, rawHost, port);
   } catch (error) {
+    ctx.state.metrics?.upstreamError("socks5_tcp");
     ctx.logger.debug("proxy.socks5_connect_failed", {
       host,
       port,

@@ -15,6 +15,7 @@ import { applyNetworkRequirements, type NetworkRequirements } from "./constraint
 import type { NetworkDecider } from "./decision.ts";
 import { defaultMitmHome } from "./mitm/interceptor.ts";
 import { NetworkProxy } from "./network_proxy.ts";
+import type { ProxyMetrics } from "./metrics.ts";
 
 /** Options of {@linkcode startNetworkProxyFromFile}. */
 export interface ProxyFileOptions {
@@ -30,6 +31,8 @@ export interface ProxyFileOptions {
   readonly requirements?: NetworkRequirements;
   /** The mandatory upstream of SOCKS5 TCP (see `NetworkProxyOptions.tcpUpstream`). */
   readonly tcpUpstream?: URL;
+  /** Where the proxy's decisions, connections and failures are counted. */
+  readonly metrics?: ProxyMetrics | null;
 }
 
 /** Loads `path` and starts the proxy it describes (reloading when the file changes). */
@@ -55,6 +58,7 @@ export async function startNetworkProxyFromFile(
       }
       : {}),
     ...(options.decider ? { decider: options.decider } : {}),
+    metrics: options.metrics ?? null,
     mitm: { home },
   });
 }

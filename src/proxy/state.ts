@@ -8,6 +8,7 @@
  * @module
  */
 
+import type { ProxyMetrics } from "./metrics.ts";
 import type { CredentialBroker } from "./credential_broker.ts";
 import { type Logger, nullLogger } from "../log/logger.ts";
 import {
@@ -84,6 +85,8 @@ export interface NetworkProxyStateOptions {
   readonly observer?: (record: BlockedRequest) => void | Promise<void>;
   /** Receives every audit event (default: logged at info). */
   readonly audit?: (event: PolicyDecisionEvent) => void;
+  /** Where decisions, connections, interceptions and upstream failures are counted. */
+  readonly metrics?: ProxyMetrics | null;
   /** Told of every policy decision as it is made (besides the audit event). */
   readonly onDecision?: (decision: PolicyDecisionInput, at: Date) => void;
   /** Identity fields for audit events. */
@@ -121,12 +124,15 @@ export class NetworkProxyState {
   readonly #review: DomainMatcher | null;
   /** Name resolution used for policy checks and dials. */
   readonly resolver: HostResolver;
+  /** The proxy's metrics, when it is measured. */
+  readonly metrics: ProxyMetrics | null;
 
   /** Compiles `config` (throws {@linkcode NetworkConfigError} when invalid). */
   constructor(config: NetworkProxyConfig, options: NetworkProxyStateOptions = {}) {
     this.#options = options;
     this.#logger = options.logger ?? nullLogger;
     this.resolver = options.resolver ?? systemResolver;
+    this.metrics = options.metrics ?? null;
     if (options.constraints) validatePolicyAgainstConstraints(config, options.constraints);
     this.#state = buildConfigState(config, options.env);
     this.#review = options.reviewDomains?.length
@@ -243,6 +249,7 @@ export class NetworkProxyState {
   audit(input: PolicyDecisionInput): void {
     const now = new Date();
     const event = policyDecisionEvent(input, this.#options.auditMetadata, now);
+    this.metrics?.decision(input);
     try {
       this.#options.onDecision?.(input, now);
     } catch (error) {

@@ -84,7 +84,7 @@ Deno.test("exports: a plain `serve` loads no egress proxy, relay, Noise or Node 
   // on first use, after the first `initialize` is answered.
   const serve = await staticGraph("src/cli/serve.ts");
   const forbidden =
-    /\/src\/(relay|noise|socks5|websocket|discovery)\/|\/src\/codex_config\/(?!locations\.ts$)|\/src\/telemetry\/(?!address|requested)|\/src\/proxy\/(network_proxy|start|config_file|mitm\/)|\/src\/server\/(network_launch|listen_ws|handlers\/(process|fs|http|discovery))\.ts|npm:|node:/;
+    /\/src\/(relay|noise|socks5|websocket|discovery)\/|\/src\/codex_config\/(?!locations\.ts$)|\/src\/telemetry\/(?!address|requested|command)|\/src\/proxy\/(network_proxy|start|config_file|mitm\/)|\/src\/server\/(network_launch|listen_ws|handlers\/(process|fs|http|discovery))\.ts|npm:|node:/;
   assertEquals(serve.modules.filter((m) => forbidden.test(m)), []);
   // The command line's own graph, before `serve` is chosen, is smaller still.
   const cli = await staticGraph("cli.ts");

@@ -45,6 +45,7 @@ import {
   StartupTimeout,
 } from "./server_connection.ts";
 import { ToolCache } from "./tool_cache.ts";
+import type { McpRuntimeMetrics } from "./metrics.ts";
 import { qualifyToolNames } from "./tool_names.ts";
 
 /** Where a server is in its life. */
@@ -143,6 +144,8 @@ export interface McpManagerOptions extends McpRuntimeContext, McpHarnessCallback
   readonly sandboxState?: () => JsonObject | undefined;
   /** Status changes, in order per server. */
   readonly onStatus?: (event: McpStatusEvent) => void;
+  /** Where starts, tool calls and lost servers are counted (see `metrics.ts`). */
+  readonly metrics?: McpRuntimeMetrics | null;
   /** The tools on offer changed (a server became ready, failed, or re-listed). */
   readonly onToolsChanged?: () => void;
   /** Diagnostics. */
@@ -236,6 +239,9 @@ export class McpConnectionManager implements AsyncDisposable {
       ? ToolCache.inCodexHome(options.codexHome)
       : null;
     this.#oauthStore = resolveStore(options);
+    options.metrics?.track(() =>
+      [...this.#entries.values()].map((e) => [e.config.name, e.state] as const)
+    );
     for (const config of options.servers) {
       if (this.#entries.has(config.name)) {
         throw new Error(`duplicate MCP server \`${config.name}\``);
@@ -306,6 +312,9 @@ export class McpConnectionManager implements AsyncDisposable {
       return Promise.resolve();
     }
     const trusted = config.name === (this.#options.trustedServerName ?? TRUSTED_CONNECTOR_SERVER);
+    const metrics = this.#options.metrics;
+    const startedAt = performance.now();
+    const elapsed = () => (performance.now() - startedAt) / 1000;
     const cacheRead = this.#cache?.read(config).then((snapshot) => {
       if (snapshot && entry.state === "starting") {
         entry.cached = {
@@ -344,6 +353,7 @@ export class McpConnectionManager implements AsyncDisposable {
         },
         onClosed: (reason) => {
           if (entry.state !== "ready") return;
+          metrics?.lost(config.name, "closed");
           entry.connection = null;
           this.#set(entry, "failed", reason);
           this.#toolsChanged();
@@ -362,6 +372,7 @@ export class McpConnectionManager implements AsyncDisposable {
       entry.connection = connection;
       entry.cached = null;
       const timings = connection.startupTimings;
+      metrics?.startup(config.name, "ready", elapsed(), timings.firstListMs / 1000);
       this.#logger.info("mcp.server_started", {
         server: config.name,
         startup_ms: timings.initializeMs,
@@ -374,6 +385,11 @@ export class McpConnectionManager implements AsyncDisposable {
       await this.#saveSnapshot(entry);
     }, async (error) => {
       await cacheRead;
+      metrics?.startup(
+        config.name,
+        this.#cancel.signal.aborted ? "cancelled" : "failed",
+        elapsed(),
+      );
       if (this.#cancel.signal.aborted) this.#set(entry, "cancelled");
       else {
         const message = startupError(config, error);
@@ -547,12 +563,25 @@ export class McpConnectionManager implements AsyncDisposable {
     let meta = options.meta as JsonObject | undefined;
     const sandbox = connection.sandboxStateMeta ? this.#options.sandboxState?.() : undefined;
     if (sandbox !== undefined) meta = { ...meta, [SANDBOX_STATE_META]: sandbox };
-    return await this.#guarded(entry, connection, () =>
-      connection.callTool(target.tool, args, {
-        timeoutMs: options.timeoutMs ?? entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
-        ...(meta !== undefined ? { meta } : {}),
-        ...(options.signal ? { signal: options.signal } : {}),
-      }));
+    const metrics = this.#options.metrics;
+    const started = performance.now();
+    let result: "success" | "tool_error" | "error" = "error";
+    try {
+      const answer = await this.#guarded(
+        entry,
+        connection,
+        () =>
+          connection.callTool(target.tool, args, {
+            timeoutMs: options.timeoutMs ?? entry.config.toolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+            ...(meta !== undefined ? { meta } : {}),
+            ...(options.signal ? { signal: options.signal } : {}),
+          }),
+      );
+      result = answer.isError === true ? "tool_error" : "success";
+      return answer;
+    } finally {
+      metrics?.toolCall(target.server, result, (performance.now() - started) / 1000);
+    }
   }
 
   /**
@@ -571,6 +600,7 @@ export class McpConnectionManager implements AsyncDisposable {
       if (error instanceof McpLoginRequiredError && entry.connection === connection) {
         entry.auth = connection.authState;
         entry.connection = null;
+        this.#options.metrics?.lost(entry.config.name, "login_required");
         this.#logger.warn("mcp.login_required", { server: entry.config.name });
         this.#set(entry, "failed", error.message);
         this.#toolsChanged();

@@ -106,6 +106,7 @@ export async function createMitm(
     async intercept(conn, leftover, host, port, client) {
       const duplex = connDuplex(conn, leftover);
       let socket: tls.TLSSocket | null = null;
+      let intercepted = false;
       try {
         socket = new tls.TLSSocket(duplex, {
           isServer: true,
@@ -113,6 +114,8 @@ export async function createMitm(
           ALPNProtocols: ["http/1.1"],
         });
         await handshake(socket, options.handshakeTimeoutMs ?? 10_000);
+        intercepted = true;
+        state.metrics?.intercept("success");
         const s = socket;
         await serveHttpExchanges(
           new ByteSource(nodeReader(s)),
@@ -120,6 +123,7 @@ export async function createMitm(
           (request, controls) => serveInside(inside, request, host, port, client, controls),
         );
       } catch (error) {
+        if (!intercepted) state.metrics?.intercept("error");
         ctx.logger.debug("proxy.mitm_failed", { host, client, error: (error as Error).message });
       } finally {
         if (socket) await closeTls(socket);
@@ -307,6 +311,7 @@ async function serveInside(
     if (error instanceof PolicyDialError) {
       return await block("not_allowed_local", "baseline_policy");
     }
+    inside.state.metrics?.upstreamError("mitm");
     inside.logger.debug("proxy.mitm_upstream_failed", { host, error: (error as Error).message });
     return { ...textResponse(502, "mitm upstream error"), close: true };
   }

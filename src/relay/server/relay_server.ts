@@ -11,6 +11,7 @@
  * @module
  */
 
+import type { RegistryRoute, RelayMetrics } from "./metrics.ts";
 import { acceptWebSocket, upgradeProblem } from "../../websocket/handshake.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import { encodeResponse, HttpHeadError, readHead } from "../../http1/head.ts";
@@ -47,6 +48,8 @@ export interface RelayServerOptions {
   readonly logger?: Logger;
   /** Observes forwarded frames (tests); the bytes are valid only during the call. */
   readonly onForward?: (bytes: Uint8Array, direction: "to_executor" | "to_harness") => void;
+  /** Where registry requests, upgrades, relayed bytes and store operations are counted. */
+  readonly metrics?: RelayMetrics | null;
 }
 
 /** A running relay node. */
@@ -73,12 +76,26 @@ function json(status: number, body: unknown, extra: Record<string, string> = {})
   );
 }
 
+/** A registry path as a metrics label. */
+function registryEndpoint(path: string): RegistryRoute {
+  if (path === "/readyz") return "readyz";
+  const m = /^\/cloud\/environment\/[^/]+\/(register|validate|connect)$/.exec(path);
+  return (m?.[1] as RegistryRoute | undefined) ?? "other";
+}
+
+/** A rendezvous grant's role as a metrics label. */
+function upgradeRole(role: string | null): "executor" | "harness" | "unknown" {
+  return role === "environment" ? "executor" : role === "harness" ? "harness" : "unknown";
+}
+
 /** Starts a relay node. */
 export async function startRelayServer(options: RelayServerOptions): Promise<RelayServer> {
   const logger = options.logger ?? nullLogger;
-  const store = await openRelayStore(options.store ?? options.kv, {
+  const metrics = options.metrics ?? null;
+  const opened = await openRelayStore(options.store ?? options.kv, {
     ...(options.storePassword !== undefined ? { password: options.storePassword } : {}),
   });
+  const store = metrics ? metrics.measure(opened) : opened;
   logger.info("relay.store", { store: store.description });
   const secret = await store.secret();
   const listener = Deno.listen({ hostname: options.hostname ?? "127.0.0.1", port: options.port });
@@ -87,18 +104,38 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
   const url = (options.publicUrl ?? `http://${host}:${addr.port}`).replace(/\/+$/, "");
   // Payloads forwarded from one socket to another go back to this pool.
   const payloadPool = new PayloadPool();
+  const onForward = options.onForward;
   const rendezvous = new Rendezvous({
     store,
     nodeUrl: url,
     logger,
     payloadPool,
-    ...(options.onForward ? { onForward: options.onForward } : {}),
+    ...(metrics
+      ? {
+        onForward: (bytes: Uint8Array, direction: "to_executor" | "to_harness") => {
+          metrics.relayed(direction, bytes.length);
+          onForward?.(bytes, direction);
+        },
+      }
+      : onForward
+      ? { onForward }
+      : {}),
   });
+  metrics?.track(() => ({ executors: rendezvous.executorCount, streams: rendezvous.harnessCount }));
 
   async function handle(conn: Deno.Conn): Promise<void> {
     const reader = connReader(conn);
     const send = (bytes: Uint8Array) => writeAll(conn, bytes);
     let upgraded = false;
+    let endpoint: RegistryRoute | null = null;
+    // A registry request's answer, counted by the error code it carries.
+    const answer = (status: number, body: unknown, extra?: Record<string, string>) => {
+      if (metrics && endpoint) {
+        const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
+        metrics.registryRequest(endpoint, status === 200 ? "success" : String(code ?? status));
+      }
+      return send(json(status, body, extra));
+    };
     try {
       const head = await readHead(reader, { maxBytes: 16 * 1024 });
       const [method, target] = head.startLine;
@@ -114,6 +151,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
             : error instanceof StoreUnavailableError
             ? new RendezvousRejection(503, "store_unavailable")
             : new RendezvousRejection(400, "malformed_query");
+          metrics?.upgrade(upgradeRole(grant?.role ?? null), r.reason);
           await send(
             encodeResponse(r.status, { "x-codex-rendezvous-rejection-reason": r.reason }, ""),
           );
@@ -121,9 +159,11 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
         }
         const problem = upgradeProblem(head);
         if (problem) {
+          metrics?.upgrade(upgradeRole(grant.role), "bad_upgrade");
           await send(encodeResponse(problem.status, {}, problem.body));
           return;
         }
+        metrics?.upgrade(upgradeRole(grant.role), "accepted");
         const channel = await acceptWebSocket(conn, head, {
           maxFrameBytes: RELAY_WEBSOCKET_MAX,
           maxMessageBytes: RELAY_WEBSOCKET_MAX,
@@ -136,9 +176,11 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
         else await rendezvous.attachHarness(channel, grant);
         return;
       }
+      endpoint = registryEndpoint(path);
       if (method === "GET" && path === "/readyz") {
         // Ready when the store answers: a node without it can route nothing new.
         const health = await store.health();
+        metrics?.registryRequest(endpoint, health.ok ? "success" : "store_unavailable");
         await send(
           encodeResponse(
             health.ok ? 200 : 503,
@@ -150,9 +192,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
       }
       const length = Number(head.headers.get("content-length") ?? "0");
       if (!Number.isInteger(length) || length < 0 || length > MAX_BODY) {
-        await send(
-          json(413, { error: { code: "body_too_large", message: "request body too large" } }),
-        );
+        await answer(413, { error: { code: "body_too_large", message: "request body too large" } });
         return;
       }
       let body = head.leftover;
@@ -169,9 +209,7 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
         try {
           parsed = JSON.parse(new TextDecoder().decode(body.subarray(0, length)));
         } catch {
-          await send(
-            json(400, { error: { code: "invalid_json", message: "the body is not JSON" } }),
-          );
+          await answer(400, { error: { code: "invalid_json", message: "the body is not JSON" } });
           return;
         }
       }
@@ -183,25 +221,16 @@ export async function startRelayServer(options: RelayServerOptions): Promise<Rel
         parsed,
       );
       if (!result) {
-        await send(
-          json(404, { error: { code: "not_found", message: "no such endpoint" } }),
-        );
+        await answer(404, { error: { code: "not_found", message: "no such endpoint" } });
         return;
       }
-      await send(json(result.status, result.body));
+      await answer(result.status, result.body);
     } catch (error) {
       if (error instanceof StoreUnavailableError) {
         logger.warn("relay.store_unavailable", { error: error.message });
-        await send(
-          json(503, {
-            error: {
-              code: "store_unavailable",
-              message: "the relay's store is unavailable; retry",
-            },
-          }, {
-            "retry-after": "1",
-          }),
-        ).catch(() => {});
+        await answer(503, {
+          error: { code: "store_unavailable", message: "the relay's store is unavailable; retry" },
+        }, { "retry-after": "1" }).catch(() => {});
         return;
       }
       const status = error instanceof HttpHeadError ? error.status : 500;

@@ -78,6 +78,7 @@ export class Rendezvous {
   readonly #logger: Logger;
   readonly #executors = new Map<string, ExecutorSocket>();
   readonly #perToken = new Map<string, number>();
+  #harnesses = 0;
   readonly #refresh: ReturnType<typeof setInterval>;
 
   /** Starts (refreshing socket records every 30 s). */
@@ -99,6 +100,11 @@ export class Rendezvous {
   /** Environments whose executor socket is here. */
   get executorCount(): number {
     return this.#executors.size;
+  }
+
+  /** Harness sockets open here. */
+  get harnessCount(): number {
+    return this.#harnesses;
   }
 
   /** Refuses an upgrade that cannot be served (before switching protocols). */
@@ -184,6 +190,7 @@ export class Rendezvous {
     if (!executor) return channel.abort("executor unavailable");
     const tag = grant.tokenTag ?? "";
     this.#perToken.set(tag, (this.#perToken.get(tag) ?? 0) + 1);
+    this.#harnesses++;
     const harness: HarnessSocket = {
       channel,
       streamId: null,
@@ -250,6 +257,7 @@ export class Rendezvous {
     await writer;
     channel.abort("stream ended");
     this.#perToken.set(tag, (this.#perToken.get(tag) ?? 1) - 1);
+    this.#harnesses--;
     if (harness.streamId && executor.streams.get(harness.streamId) === harness) {
       executor.streams.delete(harness.streamId);
       if (!executor.channel.ended) {
