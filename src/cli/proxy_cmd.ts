@@ -19,6 +19,7 @@ import {
 import { formatHostPort } from "../util/host.ts";
 import { ProxyMetrics } from "../proxy/metrics.ts";
 import { startCommandMetrics } from "../telemetry/command.ts";
+import { metricsUrl } from "../telemetry/address.ts";
 
 /** Help text. */
 export const PROXY_USAGE = `Usage: exec-server proxy --config FILE [OPTIONS]
@@ -28,7 +29,8 @@ and UDP), allow/deny domain patterns, local/private targets blocked unless
 allowed, limited mode (GET/HEAD/OPTIONS, HTTPS intercepted), MITM hooks.
 FILE is JSON or TOML (the runtime keys, or a Codex permissions profile) and
 is reloaded when it changes. Prints one JSON line with the addresses, the
-CA certificate and the trust bundle for clients.
+CA certificate and the trust bundle for clients (and the metrics URL, with
+--metrics-listen).
 
 Options:
   --config <FILE>           configuration (required)
@@ -154,6 +156,9 @@ export async function runProxy(args: string[]): Promise<number> {
       http: addr(proxy.addresses.http),
       socks: addr(proxy.addresses.socks),
       trustBundle: proxy.trustBundlePath,
+      ...(measured?.telemetry.prometheusAddr
+        ? { metrics: metricsUrl(measured.telemetry.prometheusAddr) }
+        : {}),
     }));
     await signalled;
     return 0;

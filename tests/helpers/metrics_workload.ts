@@ -21,3 +21,32 @@ export async function metricsWorkload(client: WireClient): Promise<void> {
   const refused = await client.call("fs/readFile", { path: "relative" });
   assert(refused.error, JSON.stringify(refused));
 }
+
+/** `name{labels} value` lines of a Prometheus scrape, without comments, as a map. */
+export function samples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (line === "" || line.startsWith("#")) continue;
+    const space = line.lastIndexOf(" ");
+    out.set(line.slice(0, space), Number(line.slice(space + 1)));
+  }
+  return out;
+}
+
+/** Scrapes `url` (a `/metrics` endpoint): its samples and its text. */
+export async function scrape(url: string): Promise<{ got: Map<string, number>; text: string }> {
+  const response = await fetch(url);
+  assertEquals(response.status, 200);
+  const text = await response.text();
+  return { got: samples(text), text };
+}
+
+/** Asserts each `[sample, value]` of `want` is in `got` (the scrape's text in the message). */
+export function assertSamples(
+  scraped: { got: Map<string, number>; text: string },
+  want: ReadonlyArray<readonly [string, number]>,
+): void {
+  for (const [key, value] of want) {
+    assertEquals([key, scraped.got.get(key)], [key, value], scraped.text);
+  }
+}

@@ -5,20 +5,9 @@
 
 import { assert, assertEquals, assertThrows } from "../helpers/assert.ts";
 import { freePort, spawnStdioServer } from "../helpers/wire_client.ts";
-import { metricsWorkload } from "../helpers/metrics_workload.ts";
+import { metricsWorkload, samples } from "../helpers/metrics_workload.ts";
 import { parseMetricsAddress } from "../../src/telemetry/address.ts";
 import { DURATION_BOUNDS_SECONDS } from "../../src/telemetry/exec_metrics.ts";
-
-/** `name{labels} value` lines of a scrape, without comments, as a map. */
-function samples(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const line of text.split("\n")) {
-    if (line === "" || line.startsWith("#")) continue;
-    const space = line.lastIndexOf(" ");
-    out.set(line.slice(0, space), Number(line.slice(space + 1)));
-  }
-  return out;
-}
 
 Deno.test("metrics: serve --metrics-listen counts connections, requests by method and result, and processes by result, exactly", async () => {
   const port = freePort();
