@@ -57,5 +57,12 @@ export {
   type RequestResult,
   type RequestTimings,
 } from "./src/telemetry/exec_metrics.ts";
-export { type Cell, MetricSet, Series, type Temporality } from "./src/telemetry/aggregate.ts";
+export {
+  type Cell,
+  type GaugeRead,
+  type Labels,
+  MetricSet,
+  Series,
+  type Temporality,
+} from "./src/telemetry/aggregate.ts";
 export { type MetricsAddress, metricsUrl, parseMetricsAddress } from "./src/telemetry/address.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { MetricSet } from "../telemetry/aggregate.ts";
+import { MetricSet, type Series } from "../telemetry/aggregate.ts";
 
 /** Why a session ended: DELETE, idleness, its backing server ending, or the endpoint closing. */
 export type SessionCloseReason = "deleted" | "idle" | "backend_ended" | "server_closing";
@@ -28,12 +28,12 @@ export class McpSessionMetrics {
   /** The metrics, in scope `exec-server.mcp-bridge`. */
   readonly set: MetricSet = new MetricSet("exec-server.mcp-bridge");
   /** New sessions asked for, by `result`: `opened`, `refused` (at the cap) or `failed`. */
-  readonly sessions = this.set.counter(
+  readonly sessions: Series = this.set.counter(
     "mcp_bridge_sessions_total",
     "Total number of MCP sessions asked for, by result (opened, refused at the cap, failed to start).",
   );
   /** Sessions closed by `reason`. */
-  readonly closed = this.set.counter(
+  readonly closed: Series = this.set.counter(
     "mcp_bridge_sessions_closed_total",
     "Total number of MCP sessions closed, by reason.",
   );

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { MetricSet } from "../telemetry/aggregate.ts";
+import { MetricSet, type Series } from "../telemetry/aggregate.ts";
 import type { PolicyDecisionInput } from "./decision.ts";
 
 /** A proxy listener. */
@@ -50,22 +50,22 @@ export class ProxyMetrics {
   readonly set: MetricSet = new MetricSet("exec-server.proxy");
   #active = new Map<ProxyListener, number>([["http", 0], ["socks5", 0]]);
   /** Accepted connections by `listener`. */
-  readonly connections = this.set.counter(
+  readonly connections: Series = this.set.counter(
     "network_proxy_connections_total",
     "Total number of connections accepted by the egress proxy's listeners.",
   );
   /** Policy decisions by `protocol`, `decision`, `source`, `reason`. */
-  readonly decisions = this.set.counter(
+  readonly decisions: Series = this.set.counter(
     "network_proxy_decisions_total",
     "Total number of egress policy decisions.",
   );
   /** TLS interceptions by `result`. */
-  readonly intercepts = this.set.counter(
+  readonly intercepts: Series = this.set.counter(
     "network_proxy_mitm_intercepts_total",
     "Total number of intercepted TLS tunnels, by whether the client's handshake succeeded.",
   );
   /** Upstream failures by `protocol`. */
-  readonly upstreamErrors = this.set.counter(
+  readonly upstreamErrors: Series = this.set.counter(
     "network_proxy_upstream_errors_total",
     "Total number of allowed requests whose upstream could not be reached or failed.",
   );

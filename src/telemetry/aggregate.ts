@@ -12,7 +12,6 @@
  * @module
  */
 
-import type { Attributes } from "@opentelemetry/api";
 import type { MetricData, ScopeMetrics } from "@opentelemetry/sdk-metrics";
 
 /** The reference's histogram bounds, in seconds. */
@@ -72,10 +71,13 @@ const CUMULATIVE = 1 as MetricData["aggregationTemporality"];
 const INT = 0;
 const DOUBLE = 1;
 
+/** A label set: label names to values (always strings here, from bounded sets). */
+export type Labels = Readonly<Record<string, string>>;
+
 /** One label set's running total: a counter's value, or a histogram's sum and bucket counts. */
 export interface Cell {
   /** The label set. */
-  readonly attributes: Attributes;
+  readonly attributes: Labels;
   /** A counter's total; a histogram's sum. */
   value: number;
   /** A histogram's counts per bucket (the last is `+Inf`); null for a counter. */
@@ -97,7 +99,7 @@ export class Series {
   ) {}
 
   /** The cell of `key`, made with `attributes()` the first time. */
-  cell(key: string, attributes: () => Attributes): Cell {
+  cell(key: string, attributes: () => Labels): Cell {
     let c = this.cells.get(key);
     if (c === undefined) {
       c = {
@@ -150,7 +152,8 @@ function labelKey(labels: Readonly<Record<string, string>>): string {
 type HrTime = [number, number];
 const hrTime = (ms: number): HrTime => [Math.floor(ms / 1000), Math.round((ms % 1000) * 1e6)];
 
-type GaugeRead = () => Iterable<readonly [Attributes, number]>;
+/** A gauge's points now: each label set with its value. */
+export type GaugeRead = () => Iterable<readonly [Labels, number]>;
 
 /**
  * A set of metrics in one instrumentation scope, read by any number of
@@ -201,6 +204,11 @@ export class MetricSet {
   /** A gauge, read at each collection. */
   gauge(name: string, description: string, read: GaugeRead): void {
     this.#entries.push({ name, description, read });
+  }
+
+  /** The names of this set's metrics (its parts' not included), in registration order. */
+  get names(): string[] {
+    return this.#entries.map((e) => e.name);
   }
 
   /** Collects `part`'s metrics too (in its own scope), e.g. an embedded proxy's in a server's. */

@@ -385,3 +385,19 @@ Deno.test("parts metrics: mcp-bridge refuses --metrics-listen without --http, an
     assert(r.stderr.includes('invalid --metrics-listen "example.com:9"'), r.stderr);
   }
 });
+
+Deno.test("parts metrics: docs/telemetry.md's tables name every metric the package registers, and no other", async () => {
+  const { ExecServerMetrics } = await import("../../src/telemetry/exec_metrics.ts");
+  const { ProxyMetrics } = await import("../../src/proxy/metrics.ts");
+  const { McpSessionMetrics } = await import("../../src/mcp/session_metrics.ts");
+  const registered = [
+    new ExecServerMetrics().set,
+    new ProxyMetrics().set,
+    new RelayMetrics().set,
+    new McpRuntimeMetrics().set,
+    new McpSessionMetrics().set,
+  ].flatMap((set) => set.names);
+  const page = await Deno.readTextFile(new URL("../../docs/telemetry.md", import.meta.url));
+  const documented = [...page.matchAll(/^\| `([a-z_.]+)`/gm)].map((m) => m[1]!);
+  assertEquals([...documented].sort(), [...registered].sort());
+});

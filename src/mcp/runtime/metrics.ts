@@ -10,7 +10,7 @@
  * @module
  */
 
-import { MetricSet } from "../../telemetry/aggregate.ts";
+import { MetricSet, type Series } from "../../telemetry/aggregate.ts";
 
 /** How a tool call ended: a result, a result flagged `isError`, or a failed request. */
 export type ToolCallResult = "success" | "tool_error" | "error";
@@ -33,32 +33,32 @@ export class McpRuntimeMetrics {
   /** The metrics, in scope `exec-server.mcp`. */
   readonly set: MetricSet = new MetricSet("exec-server.mcp");
   /** Starts by `server` and `result`. */
-  readonly startups = this.set.counter(
+  readonly startups: Series = this.set.counter(
     "mcp_server_startups_total",
     "Total number of MCP server starts, by server and outcome.",
   );
   /** Start durations by `server` and `result`. */
-  readonly startupDuration = this.set.histogram(
+  readonly startupDuration: Series = this.set.histogram(
     "mcp_server_startup_duration_seconds",
     "Duration of MCP server starts in seconds (spawn or connect, initialize and the first tools/list).",
   );
   /** First `tools/list` durations by `server`. */
-  readonly firstToolList = this.set.histogram(
+  readonly firstToolList: Series = this.set.histogram(
     "mcp_server_first_tool_list_duration_seconds",
     "Duration of an MCP server's first tools/list in seconds.",
   );
   /** Tool calls by `server` and `result`. */
-  readonly toolCalls = this.set.counter(
+  readonly toolCalls: Series = this.set.counter(
     "mcp_tool_calls_total",
     "Total number of MCP tool calls, by server and outcome.",
   );
   /** Tool call durations by `server` and `result`. */
-  readonly toolCallDuration = this.set.histogram(
+  readonly toolCallDuration: Series = this.set.histogram(
     "mcp_tool_call_duration_seconds",
     "Duration of MCP tool calls in seconds.",
   );
   /** Ready servers lost, by `server` and `reason`. */
-  readonly losses = this.set.counter(
+  readonly losses: Series = this.set.counter(
     "mcp_server_lost_total",
     "Total number of ready MCP servers that stopped serving (closed, or their login expired).",
   );

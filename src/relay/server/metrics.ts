@@ -11,7 +11,7 @@
  * @module
  */
 
-import { MetricSet } from "../../telemetry/aggregate.ts";
+import { MetricSet, type Series } from "../../telemetry/aggregate.ts";
 import { type RelayStore, StoreUnavailableError } from "./store.ts";
 
 /** A registry endpoint as a label. */
@@ -50,29 +50,29 @@ export class RelayMetrics {
   /** The metrics, in scope `exec-server.relay`. */
   readonly set: MetricSet = new MetricSet("exec-server.relay");
   /** Registry requests by `endpoint` and `result` (`success` or the error code answered). */
-  readonly registryRequests = this.set.counter(
+  readonly registryRequests: Series = this.set.counter(
     "relay_registry_requests_total",
     "Total number of environment registry requests, by endpoint and result.",
   );
   /** Rendezvous upgrades by `role` and `result` (`accepted` or the rejection reason). */
-  readonly upgrades = this.set.counter(
+  readonly upgrades: Series = this.set.counter(
     "relay_rendezvous_upgrades_total",
     "Total number of rendezvous WebSocket upgrades, by role and result.",
   );
   /** Bytes relayed by `direction`. */
-  readonly bytes = this.set.counter(
+  readonly bytes: Series = this.set.counter(
     "relay_bytes_total",
     "Total number of relayed bytes (ciphertext frames), by direction.",
     "By",
   );
   /** Store operation durations by `operation` and `result`. */
-  readonly storeDuration = this.set.histogram(
+  readonly storeDuration: Series = this.set.histogram(
     "relay_store_operation_duration_seconds",
     "Duration of relay store operations in seconds, by operation and result.",
     STORE_BOUNDS,
   );
   /** Store operations that found it unavailable, by `operation`. */
-  readonly storeUnavailable = this.set.counter(
+  readonly storeUnavailable: Series = this.set.counter(
     "relay_store_unavailable_total",
     "Total number of relay store operations that failed because the store was unavailable.",
   );
