@@ -44,7 +44,20 @@ export {
   type LogLevel,
   nullLogger,
 } from "./src/log/logger.ts";
-export { otelEnabled, otelRequestTracer, type RequestTracer } from "./src/log/otel.ts";
+export {
+  otelEnabled,
+  otelRequestTracer,
+  type RequestTracer,
+  type SpanProvider,
+} from "./src/log/otel.ts";
+export {
+  type ProcessEnd,
+  type ProcessTelemetry,
+  startTracing,
+  type Tracing,
+  type TracingOptions,
+} from "./src/telemetry/tracing.ts";
+export { type OtlpExportSettings, type OtlpSignal } from "./src/telemetry/otlp_settings.ts";
 export {
   DURATION_BOUNDS_SECONDS,
   ExecServerMetrics,

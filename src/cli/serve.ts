@@ -7,7 +7,7 @@
 
 import { consoleWrite, createLogger, type Logger, type LogLevel } from "../log/logger.ts";
 import type { MetricsAddress } from "../telemetry/address.ts";
-import { startCommandMetrics } from "../telemetry/command.ts";
+import { requestedOtlp, startCommandMetrics } from "../telemetry/command.ts";
 import type { ExecServerMetrics } from "../telemetry/exec_metrics.ts";
 import { otelRequestTracer } from "../log/otel.ts";
 import { ExecServer } from "../server/exec_server.ts";
@@ -406,22 +406,34 @@ async function startManagedProxy(
 
 /** Runs the server until its input ends (stdio) or a termination signal. */
 export async function runServe(config: ServeConfig): Promise<number> {
-  // With OTEL_DENO=true, log lines go through console (which Deno exports)
-  // and every request gets a span continuing the caller's trace context.
-  const tracer = await otelRequestTracer({ version: VERSION });
-  const logger = createLogger({
-    level: config.logLevel,
-    ...(tracer ? { write: consoleWrite } : {}),
-  });
   if (config.networkRequirements && !config.networkProxyConfig) {
     throw new UsageError("--network-requirements needs --network-proxy", 2);
   }
-  // The metrics SDK (and Codex's configuration, for an OTLP push) is
-  // loaded only when metrics are asked for.
+  // Codex's configuration is parsed, and the telemetry SDKs loaded, only
+  // when it (or a variable) asks for an OTLP push.
+  const otlp = await requestedOtlp();
+  const tracing = otlp?.traces || otlp?.logs
+    ? await (await import("../telemetry/tracing.ts")).startTracing(otlp)
+    : null;
+  // Spans per request: pushed as Codex configures it, else with
+  // OTEL_DENO=true through Deno's exporter, log lines then going through
+  // console (which Deno exports), each continuing the caller's trace context.
+  const tracer = tracing?.tracerProvider
+    ? await otelRequestTracer({
+      tracerProvider: tracing.tracerProvider,
+      name: "codex-exec-server",
+      version: VERSION,
+      spanName: (await import("../telemetry/exec_metrics.ts")).methodLabel,
+    })
+    : await otelRequestTracer({ version: VERSION });
+  const logger = createLogger({
+    level: config.logLevel,
+    ...(tracer && !tracing?.tracerProvider ? { write: consoleWrite } : {}),
+  });
   const measured = await startCommandMetrics(
     config.metricsListen,
     async () => new (await import("../telemetry/exec_metrics.ts")).ExecServerMetrics(),
-    { logger },
+    { logger, settings: otlp },
   );
   const metrics = measured?.metrics ?? null;
   let proxy;
@@ -429,11 +441,13 @@ export async function runServe(config: ServeConfig): Promise<number> {
     proxy = await startManagedProxy(config, logger, metrics);
   } catch (error) {
     await measured?.telemetry.close();
+    await tracing?.close();
     throw error;
   }
   const server = new ExecServer({
     ...(proxy ? { managedNetwork: proxy } : {}),
     metrics,
+    processTelemetry: tracing?.processes ?? null,
     concurrency: config.concurrency,
     processRetentionMs: config.processRetentionMs,
     sandboxPidNamespace: config.sandboxPidNamespace,
@@ -496,6 +510,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
     await server.close();
     await proxy?.shutdown();
     await measured?.telemetry.close();
+    await tracing?.close();
   }
   return 0;
 }

@@ -456,7 +456,7 @@ export class RpcPeer {
     const key = options.orderKey?.(req.method, req.params) ?? null;
     const turn = key === null ? null : scheduler.takeTurn(key);
     const call = new InboundCall(scheduler, this.#abort.signal, req, lane, turn);
-    if (options.observer) call.received = performance.now();
+    if (options.observer || options.tracer) call.received = performance.now();
     this.#running++;
     // Its turn may come after an earlier request about the same thing.
     const after = call.turn?.after;
@@ -476,7 +476,13 @@ export class RpcPeer {
       const started = this.#logger.enabled("debug") ? performance.now() : 0;
       const tracer = this.#options.tracer;
       const answer = tracer
-        ? tracer.run(req.method, req.id, req.trace, async () => await this.#answer(call))
+        ? tracer.run(
+          req.method,
+          req.id,
+          req.trace,
+          async () => await this.#answer(call),
+          call.received,
+        )
         : this.#answer(call);
       const response = answer instanceof Promise ? await answer : answer;
       const succeeded = "result" in response;

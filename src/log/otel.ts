@@ -16,15 +16,29 @@ export interface RequestTracer {
    * Runs `answer` (one inbound request, answered) inside a server span
    * named after `method`, a child of `trace` when it is a valid
    * `traceparent`. An error answer marks the span failed with its code.
+   * With `receivedAt` (`performance.now()` at receipt) the span starts
+   * then, and `rpc.dispatch_offset_ns` / `rpc.response_enqueue_offset_ns`
+   * say when the handler began and when the answer was ready, as the
+   * reference's spans do.
    */
   run<T extends object>(
     method: string,
     id: number | string | bigint,
     trace: TraceContext | undefined,
     answer: () => Promise<T>,
+    receivedAt?: number,
   ): Promise<T>;
   /** The active span as a W3C trace context, for an outbound request. */
   current(): TraceContext | undefined;
+}
+
+/**
+ * An OpenTelemetry `TracerProvider`, structurally (this package does not
+ * re-export the API's types): what `otelRequestTracer` makes spans on.
+ */
+export interface SpanProvider {
+  /** A tracer (an OpenTelemetry `Tracer`). */
+  getTracer(name: string, version?: string): unknown;
 }
 
 /**
@@ -70,13 +84,26 @@ export function parseTraceparent(
  * ```
  */
 export async function otelRequestTracer(
-  options: { force?: boolean; name?: string; version?: string } = {},
+  options: {
+    force?: boolean;
+    name?: string;
+    version?: string;
+    /** Spans go to this provider (e.g. an OTLP push) instead of Deno's; implies `force`. */
+    tracerProvider?: SpanProvider | null;
+    /** A span's name for a method (default: the method). */
+    spanName?: (method: string) => string;
+  } = {},
 ): Promise<RequestTracer | null> {
-  if (!options.force && !otelEnabled()) return null;
+  if (!options.force && !options.tracerProvider && !otelEnabled()) return null;
   const api = await import("@opentelemetry/api");
-  const tracer = api.trace.getTracer(options.name ?? "exec-server", options.version);
+  const provider =
+    (options.tracerProvider ?? api.trace) as import("@opentelemetry/api").TracerProvider;
+  const tracer = provider.getTracer(options.name ?? "exec-server", options.version);
+  const spanName = options.spanName ?? ((method: string) => method);
+  // Nanoseconds since `receivedAt` (a `performance.now()` reading).
+  const offset = (receivedAt: number) => Math.round((performance.now() - receivedAt) * 1e6);
   return {
-    run(method, id, trace, answer) {
+    run(method, id, trace, answer, receivedAt) {
       let parent = api.context.active();
       const remote = trace ? parseTraceparent(trace.traceparent) : null;
       if (remote) {
@@ -87,21 +114,28 @@ export async function otelRequestTracer(
         });
       }
       return tracer.startActiveSpan(
-        method,
+        spanName(method),
         {
           kind: api.SpanKind.SERVER,
           attributes: {
+            method,
             "rpc.system": "jsonrpc",
             "rpc.method": method,
             "rpc.jsonrpc.version": "2.0",
             "rpc.jsonrpc.request_id": String(id),
+            ...(receivedAt !== undefined ? { "rpc.dispatch_offset_ns": offset(receivedAt) } : {}),
           },
+          ...(receivedAt !== undefined ? { startTime: performance.timeOrigin + receivedAt } : {}),
         },
         parent,
         async (span) => {
           try {
             const outcome = await answer();
             const error = (outcome as { error?: { code: number; message: string } }).error;
+            if (receivedAt !== undefined) {
+              span.setAttribute("rpc.response_enqueue_offset_ns", offset(receivedAt));
+            }
+            span.setAttribute("result", error ? "error" : "success");
             if (error) {
               span.setAttribute("rpc.jsonrpc.error_code", error.code);
               span.setAttribute("rpc.jsonrpc.error_message", error.message);

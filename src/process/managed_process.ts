@@ -172,6 +172,7 @@ export class ManagedProcess {
   #terminal: { resize(rows: number, cols: number): void } | null;
   #denial: DenialObserver | null;
   #sandboxDenied = false;
+  #terminationRequested = false;
   #releaseGroup: (() => void) | null;
   #onOutput: (() => void) | null;
 
@@ -457,6 +458,11 @@ export class ManagedProcess {
     }
   }
 
+  /** Whether it was asked to terminate before it exited. */
+  get terminationRequested(): boolean {
+    return this.#terminationRequested;
+  }
+
   /** Resizes the child's terminal; throws when it has none or it is closed. */
   resize(rows: number, cols: number): void {
     if (!this.#terminal) throw new Error(`process ${this.id} is not running on a terminal`);
@@ -469,6 +475,7 @@ export class ManagedProcess {
    */
   terminate(graceMs = 0): boolean {
     if (this.exited) return false;
+    this.#terminationRequested = true;
     if (graceMs > 0) {
       if (!this.#confined?.("SIGTERM")) this.#signalTree("SIGTERM");
       clearTimeout(this.#graceTimer);

@@ -21,6 +21,7 @@ import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
 import type { ExecServerMetrics, MetricsTransport } from "../telemetry/exec_metrics.ts";
+import type { ProcessTelemetry } from "../telemetry/tracing.ts";
 import { environmentInfo } from "./environment_info.ts";
 import { type LazyMethods, lazyMethods, type MethodRegistry } from "./handler.ts";
 import { environmentMethods } from "./handlers/environment.ts";
@@ -93,6 +94,11 @@ export interface ExecServerOptions {
    * and nothing is measured.
    */
   readonly metrics?: ExecServerMetrics | null;
+  /**
+   * A span and two events per process (see `startTracing`): reported at its
+   * start, inside its `process/start`'s span, and at its exit. Default: none.
+   */
+  readonly processTelemetry?: ProcessTelemetry | null;
 }
 
 /**
@@ -200,6 +206,7 @@ export class ExecServer {
       managedNetwork: options.managedNetwork ?? null,
       tracer: options.tracer ?? null,
       metrics: options.metrics ?? null,
+      processTelemetry: options.processTelemetry ?? null,
       shellSnapshots: new ShellSnapshots({ logger }),
       trimmer: new MemoryTrimmer(),
       historyBudget: new HistoryBudget(options.outputHistoryBudgetBytes ?? 64 * 1024 * 1024),

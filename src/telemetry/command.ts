@@ -13,7 +13,8 @@ import type { MetricsAddress } from "./address.ts";
 import { metricsUrl } from "./address.ts";
 import type { MetricSet } from "./aggregate.ts";
 import type { Telemetry } from "./provider.ts";
-import { metricsPushRequested } from "./requested.ts";
+import { otlpPushRequested } from "./requested.ts";
+import type { OtlpSettings } from "./otlp_settings.ts";
 
 /** A command's measurements and the telemetry reading them. */
 export interface CommandMetrics<T> {
@@ -23,20 +24,28 @@ export interface CommandMetrics<T> {
   readonly telemetry: Telemetry;
 }
 
+/** The OTLP pushes this machine's configuration asks for; null without any (nothing parsed). */
+export async function requestedOtlp(): Promise<OtlpSettings | null> {
+  return otlpPushRequested() ? await (await import("./otlp_settings.ts")).loadOtlpSettings() : null;
+}
+
 /**
  * Starts metrics when they are asked for (`listen`, or a configured OTLP
- * push): `make()` builds the command's measurements, whose `set` the
- * readers collect; null when nothing asks. A bad OTLP setting throws
- * (`OtlpSettingsError`, naming it).
+ * push — `settings`, read here unless given): `make()` builds the
+ * command's measurements, whose `set` the readers collect; null when
+ * nothing asks. A bad OTLP setting throws (`OtlpSettingsError`, naming it).
  */
 export async function startCommandMetrics<T extends { readonly set: MetricSet }>(
   listen: MetricsAddress | null | undefined,
   make: () => T | Promise<T>,
-  options: { readonly serviceName?: string; readonly logger: Logger },
+  options: {
+    readonly serviceName?: string;
+    readonly logger: Logger;
+    readonly settings?: OtlpSettings | null;
+  },
 ): Promise<CommandMetrics<T> | null> {
-  const otlp = metricsPushRequested()
-    ? await (await import("./otlp_settings.ts")).loadOtlpMetricsSettings()
-    : null;
+  const settings = options.settings !== undefined ? options.settings : await requestedOtlp();
+  const otlp = settings?.metrics ?? null;
   if (!listen && !otlp) return null;
   const metrics = await make();
   const telemetry = await (await import("./provider.ts")).startTelemetry({

@@ -1,7 +1,9 @@
 /**
- * Where a server pushes its metrics over OTLP/HTTP, as Codex configures
- * it: `[otel] metrics_exporter = { otlp-http = { endpoint = "…/v1/metrics",
- * protocol = "json" | "binary", headers = { … } } }` in its configuration
+ * Where a server pushes its metrics, traces and logs over OTLP/HTTP, as
+ * Codex configures it: `[otel] metrics_exporter = { otlp-http = { endpoint
+ * = "…/v1/metrics", protocol = "json" | "binary", headers = { … } } }` in
+ * its configuration (`trace_exporter` for spans, `exporter` for log
+ * events, of the same shape; the variables below with `TRACES`/`LOGS`)
  * (`[otel] environment` names the `env` resource attribute, default
  * `dev`; `[analytics]` does not matter — the reference exports with
  * `enabled = false` too). Beyond the reference, which ignores them, the
@@ -14,28 +16,52 @@
  * period, as for the reference; what is left is pushed at shutdown.
  *
  * Reading the configuration costs a start-up nothing when it does not
- * mention `metrics_exporter`: the files are looked at as text first, and
+ * mention an exporter: the files are looked at as text first, and
  * the TOML layers are parsed only when one does.
  *
  * @module
  */
 
 import { type ConfigLocations, defaultConfigLocations } from "../codex_config/locations.ts";
-import { configMentionsMetricsExporter, otlpExporterVariableSet } from "./requested.ts";
+import { configMentionsExporter, otlpExporterVariableSet } from "./requested.ts";
 
-/** An OTLP/HTTP metrics push. */
-export interface OtlpMetricsSettings {
-  /** The full URL (`…/v1/metrics`). */
+/** What is pushed: metrics, spans, or log events. */
+export type OtlpSignal = "metrics" | "traces" | "logs";
+
+/** An OTLP/HTTP push. */
+export interface OtlpExportSettings {
+  /** The full URL (`…/v1/metrics`, `…/v1/traces`, `…/v1/logs`). */
   readonly endpoint: string;
   /** The body's encoding. */
   readonly protocol: "json" | "binary";
   /** Extra request headers (credentials of a collector). */
   readonly headers: Readonly<Record<string, string>>;
-  /** Export period in milliseconds. */
-  readonly intervalMs: number;
   /** The `env` resource attribute. */
   readonly environment: string;
 }
+
+/** An OTLP/HTTP metrics push. */
+export interface OtlpMetricsSettings extends OtlpExportSettings {
+  /** Export period in milliseconds. */
+  readonly intervalMs: number;
+}
+
+/** Every push a configuration asks for. */
+export interface OtlpSettings {
+  /** Metrics (`[otel] metrics_exporter`). */
+  readonly metrics: OtlpMetricsSettings | null;
+  /** Spans (`[otel] trace_exporter`). */
+  readonly traces: OtlpExportSettings | null;
+  /** Log events (`[otel] exporter`). */
+  readonly logs: OtlpExportSettings | null;
+}
+
+/** Each signal's configuration key. */
+const CONFIG_KEYS: Record<OtlpSignal, string> = {
+  metrics: "metrics_exporter",
+  traces: "trace_exporter",
+  logs: "exporter",
+};
 
 /** A configuration (or variable) that names an exporter wrongly. */
 export class OtlpSettingsError extends Error {
@@ -96,27 +122,41 @@ export function parseOtlpHeaders(raw: string, where: string): Record<string, str
 }
 
 /**
- * The settings from a merged Codex configuration's `[otel]` table, else
- * from the standard variables; null when neither turns metrics on.
+ * The metrics push of a merged Codex configuration's `[otel]` table, else
+ * of the standard variables; null when neither turns metrics on.
  */
 export function otlpMetricsSettings(
   config: Readonly<Record<string, unknown>>,
   env: Env = (name) => Deno.env.get(name),
 ): OtlpMetricsSettings | null {
+  const settings = otlpExportSettings(config, "metrics", env);
+  return settings && { ...settings, intervalMs: interval(env) };
+}
+
+/**
+ * One signal's push from a merged Codex configuration's `[otel]` table,
+ * else from the standard variables; null when neither turns it on.
+ */
+export function otlpExportSettings(
+  config: Readonly<Record<string, unknown>>,
+  signal: OtlpSignal,
+  env: Env = (name) => Deno.env.get(name),
+): OtlpExportSettings | null {
+  const upper = signal.toUpperCase() as "METRICS" | "TRACES" | "LOGS";
   const otel = config.otel;
   const table = typeof otel === "object" && otel !== null && !Array.isArray(otel)
     ? otel as Record<string, unknown>
     : {};
   const environment = typeof table.environment === "string" ? table.environment : "dev";
-  const exporter = table.metrics_exporter;
+  const exporter = table[CONFIG_KEYS[signal]];
   if (exporter !== undefined && exporter !== "none") {
-    const where = "[otel] metrics_exporter";
+    const where = `[otel] ${CONFIG_KEYS[signal]}`;
     const http = typeof exporter === "object" && exporter !== null
       ? (exporter as Record<string, unknown>)["otlp-http"]
       : undefined;
     if (typeof http !== "object" || http === null) {
       throw new OtlpSettingsError(
-        `${where}: only { otlp-http = { endpoint = "…/v1/metrics", protocol = "json" | "binary" } } is supported here`,
+        `${where}: only { otlp-http = { endpoint = "…/v1/${signal}", protocol = "json" | "binary" } } is supported here`,
       );
     }
     const h = http as Record<string, unknown>;
@@ -138,26 +178,20 @@ export function otlpMetricsSettings(
         headers[k.toLowerCase()] = v;
       }
     }
-    return {
-      endpoint: checkedEndpoint(h.endpoint, where),
-      protocol,
-      headers,
-      intervalMs: interval(env),
-      environment,
-    };
+    return { endpoint: checkedEndpoint(h.endpoint, where), protocol, headers, environment };
   }
-  if (!otlpExporterVariableSet(env)) return null;
-  const specific = env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+  if (!otlpExporterVariableSet(env, upper)) return null;
+  const specific = env(`OTEL_EXPORTER_OTLP_${upper}_ENDPOINT`);
   const base = env("OTEL_EXPORTER_OTLP_ENDPOINT");
   if (!specific && !base) {
     throw new OtlpSettingsError(
-      "OTEL_METRICS_EXPORTER=otlp needs OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT",
+      `OTEL_${upper}_EXPORTER=otlp needs OTEL_EXPORTER_OTLP_${upper}_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT`,
     );
   }
   const endpoint = specific
-    ? checkedEndpoint(specific, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-    : checkedEndpoint(`${base!.replace(/\/+$/, "")}/v1/metrics`, "OTEL_EXPORTER_OTLP_ENDPOINT");
-  const protocolVar = env("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") ??
+    ? checkedEndpoint(specific, `OTEL_EXPORTER_OTLP_${upper}_ENDPOINT`)
+    : checkedEndpoint(`${base!.replace(/\/+$/, "")}/v1/${signal}`, "OTEL_EXPORTER_OTLP_ENDPOINT");
+  const protocolVar = env(`OTEL_EXPORTER_OTLP_${upper}_PROTOCOL`) ??
     env("OTEL_EXPORTER_OTLP_PROTOCOL") ?? "http/protobuf";
   if (protocolVar !== "http/json" && protocolVar !== "http/protobuf") {
     throw new OtlpSettingsError(
@@ -170,11 +204,10 @@ export function otlpMetricsSettings(
     headers: {
       ...parseOtlpHeaders(env("OTEL_EXPORTER_OTLP_HEADERS") ?? "", "OTEL_EXPORTER_OTLP_HEADERS"),
       ...parseOtlpHeaders(
-        env("OTEL_EXPORTER_OTLP_METRICS_HEADERS") ?? "",
-        "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+        env(`OTEL_EXPORTER_OTLP_${upper}_HEADERS`) ?? "",
+        `OTEL_EXPORTER_OTLP_${upper}_HEADERS`,
       ),
     },
-    intervalMs: interval(env),
     environment,
   };
 }
@@ -187,9 +220,28 @@ export function otlpMetricsSettings(
 export async function loadOtlpMetricsSettings(
   options: { cwd?: string; locations?: ConfigLocations; env?: Env } = {},
 ): Promise<OtlpMetricsSettings | null> {
+  return (await loadOtlpSettings(options)).metrics;
+}
+
+/**
+ * Every push this machine's Codex configuration and environment ask for
+ * (the configuration's layers are parsed only when a file mentions an
+ * exporter).
+ */
+export async function loadOtlpSettings(
+  options: { cwd?: string; locations?: ConfigLocations; env?: Env } = {},
+): Promise<OtlpSettings> {
   const locations = options.locations ?? defaultConfigLocations();
   const env = options.env ?? ((name: string) => Deno.env.get(name));
-  if (!configMentionsMetricsExporter(locations)) return otlpMetricsSettings({}, env);
-  const { loadEffectiveConfig } = await import("../codex_config/effective.ts");
-  return otlpMetricsSettings(await loadEffectiveConfig({ ...options, locations }), env);
+  const config = configMentionsExporter(locations)
+    ? await (await import("../codex_config/effective.ts")).loadEffectiveConfig({
+      ...options,
+      locations,
+    })
+    : {};
+  return {
+    metrics: otlpMetricsSettings(config, env),
+    traces: otlpExportSettings(config, "traces", env),
+    logs: otlpExportSettings(config, "logs", env),
+  };
 }

@@ -1,9 +1,10 @@
 /**
- * Whether this server is asked to push metrics at all, answered without
+ * Whether this server is asked to push telemetry at all, answered without
  * parsing anything (a start-up that is not asked loads no telemetry or TOML
- * code): a Codex configuration file that mentions `metrics_exporter`, or
- * `OTEL_METRICS_EXPORTER` naming `otlp`. `otlp_settings.ts` then reads the
- * settings for real.
+ * code): a Codex configuration file that mentions an exporter
+ * (`metrics_exporter`, `trace_exporter`, `exporter`), or
+ * `OTEL_{METRICS,TRACES,LOGS}_EXPORTER` naming `otlp`. `otlp_settings.ts`
+ * then reads the settings for real.
  *
  * @module
  */
@@ -20,28 +21,34 @@ export function configFiles(locations: { codexHome: string; systemDir?: string }
   ];
 }
 
-/** Whether one of the files mentions `metrics_exporter`. */
-export function configMentionsMetricsExporter(
+/** Whether one of the files mentions `word` (default: any exporter). */
+export function configMentionsExporter(
   locations: { codexHome: string; systemDir?: string },
+  word = "exporter",
 ): boolean {
   return configFiles(locations).some((file) => {
     try {
-      return Deno.readTextFileSync(file).includes("metrics_exporter");
+      return Deno.readTextFileSync(file).includes(word);
     } catch {
       return false; // absent or unreadable: the layers' reader reports real problems
     }
   });
 }
 
-/** Whether `OTEL_METRICS_EXPORTER` (a comma-separated list) names `otlp`. */
-export function otlpExporterVariableSet(env: (name: string) => string | undefined): boolean {
-  return (env("OTEL_METRICS_EXPORTER") ?? "").split(",").some((s) => s.trim() === "otlp");
+/** Whether `OTEL_<SIGNAL>_EXPORTER` (a comma-separated list) names `otlp`. */
+export function otlpExporterVariableSet(
+  env: (name: string) => string | undefined,
+  signal: "METRICS" | "TRACES" | "LOGS" = "METRICS",
+): boolean {
+  return (env(`OTEL_${signal}_EXPORTER`) ?? "").split(",").some((s) => s.trim() === "otlp");
 }
 
 /** See the module documentation. */
-export function metricsPushRequested(
+export function otlpPushRequested(
   env: (name: string) => string | undefined = (name) => Deno.env.get(name),
 ): boolean {
-  if (otlpExporterVariableSet(env)) return true;
-  return configMentionsMetricsExporter(defaultConfigLocations());
+  if ((["METRICS", "TRACES", "LOGS"] as const).some((s) => otlpExporterVariableSet(env, s))) {
+    return true;
+  }
+  return configMentionsExporter(defaultConfigLocations());
 }

@@ -229,6 +229,17 @@ Deno.test("otlp: the configuration shown in docs/telemetry.md is read as it says
     intervalMs: 60_000,
     environment: "staging",
   });
+  // The spans and events block.
+  const second = parse([...page.matchAll(/```toml\n([\s\S]*?)```/g)][1]![1]!);
+  const { otlpExportSettings } = await import("../../src/telemetry/otlp_settings.ts");
+  for (const signal of ["traces", "logs"] as const) {
+    assertEquals(otlpExportSettings(second, signal, () => undefined), {
+      endpoint: `http://127.0.0.1:4318/v1/${signal}`,
+      protocol: "json",
+      headers: {},
+      environment: "dev",
+    });
+  }
 });
 
 Deno.test("otlp resource: os and os_version as the reference derives them from os-release", () => {

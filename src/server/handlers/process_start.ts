@@ -416,10 +416,12 @@ async function launchChild(
   const metrics = server.metrics;
   const startedAt = metrics ? performance.now() : 0;
   metrics?.processStarted();
+  const reported = server.processTelemetry?.started(p.processId, sandbox !== null);
   // Its pipes' buffers are freed when it ends: give them back then.
   process.finished.then(() => {
     server.trimmer.note();
     metrics?.processFinished(process.exitCode, (performance.now() - startedAt) / 1000);
+    reported?.finished(process.exitCode, process.terminationRequested);
   });
   server.logger.debug("process.started", {
     sessionId: session.id,

@@ -1,0 +1,162 @@
+/**
+ * Spans and log events pushed over OTLP/HTTP, as the reference pushes them
+ * when Codex's configuration has `[otel] trace_exporter` (spans) and
+ * `[otel] exporter` (log events): the runtime span `codex.exec_server`
+ * (the server's lifetime), a `SERVER` span per request named after its
+ * method (`unknown` for a method outside the protocol; see
+ * `otelRequestTracer`), and per process a `codex.exec_server.process`
+ * span, a child of its `process/start`, with `process.id` and `result`,
+ * and the events `codex.exec_server.process_start` and
+ * `codex.exec_server.process_exit` (`sandbox.type`, `process.exit_code`,
+ * `process.termination_requested`) in scope `codex_otel.log_only`. The
+ * tracing and logs SDKs and their exporters load only here, when asked.
+ *
+ * @module
+ */
+
+import type { SpanProvider } from "../log/otel.ts";
+import type { OtlpExportSettings } from "./otlp_settings.ts";
+import { VERSION } from "../version.ts";
+import { osResource } from "./provider.ts";
+
+/** What a server reports about each process it starts. */
+export interface ProcessTelemetry {
+  /** A process started (inside its `process/start`'s span); returns how to report its end. */
+  started(processId: string, sandboxed: boolean): ProcessEnd;
+}
+
+/** The end of one process, reported once. */
+export interface ProcessEnd {
+  /** It exited (`null`: killed by a signal); `terminationRequested`: a client asked. */
+  finished(exitCode: number | null, terminationRequested: boolean): void;
+}
+
+/** Running tracing: the provider request spans are made on, the process reports, shutdown. */
+export interface Tracing extends AsyncDisposable {
+  /** Spans (null when only log events are pushed). */
+  readonly tracerProvider: SpanProvider | null;
+  /** Process spans and events. */
+  readonly processes: ProcessTelemetry;
+  /** Ends the runtime span and pushes what is left. */
+  close(): Promise<void>;
+}
+
+/** What to push, and as whom. */
+export interface TracingOptions {
+  /** Spans there. */
+  readonly traces?: OtlpExportSettings | null;
+  /** Log events there. */
+  readonly logs?: OtlpExportSettings | null;
+  /** The resource's `service.name`. Default `codex-exec-server`. */
+  readonly serviceName?: string;
+}
+
+/**
+ * Starts the span and log pushes `options` asks for; null when it asks
+ * for neither.
+ *
+ * @example
+ * ```ts
+ * import { startTracing } from "./tracing.ts";
+ * console.log(await startTracing({})); // null: nothing asked for
+ * ```
+ */
+export async function startTracing(options: TracingOptions): Promise<Tracing | null> {
+  const { traces, logs } = options;
+  if (!traces && !logs) return null;
+  const [api, resources] = await Promise.all([
+    import("@opentelemetry/api"),
+    import("@opentelemetry/resources"),
+  ]);
+  const resource = resources.resourceFromAttributes({
+    "service.name": options.serviceName ?? "codex-exec-server",
+    "service.version": VERSION,
+    env: (traces ?? logs)!.environment,
+    ...osResource(),
+  });
+  const exporterOptions = (s: OtlpExportSettings) => ({
+    url: s.endpoint,
+    headers: { ...s.headers },
+  });
+
+  let provider: import("@opentelemetry/sdk-trace-base").BasicTracerProvider | null = null;
+  if (traces) {
+    const [sdk, hooks] = await Promise.all([
+      import("@opentelemetry/sdk-trace-base"),
+      import("@opentelemetry/context-async-hooks"),
+    ]);
+    const exporter = traces.protocol === "json"
+      ? new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter(
+        exporterOptions(traces),
+      )
+      : new (await import("@opentelemetry/exporter-trace-otlp-proto")).OTLPTraceExporter(
+        exporterOptions(traces),
+      );
+    provider = new sdk.BasicTracerProvider({
+      resource,
+      spanProcessors: [new sdk.BatchSpanProcessor(exporter)],
+    });
+    // Child spans (a process's, under its `process/start`) find their parent.
+    api.context.setGlobalContextManager(new hooks.AsyncLocalStorageContextManager().enable());
+  }
+  const tracer = provider?.getTracer("codex-exec-server", VERSION) ?? null;
+  const runtime = tracer?.startSpan("codex.exec_server", { kind: api.SpanKind.INTERNAL }) ?? null;
+
+  let loggerProvider: import("@opentelemetry/sdk-logs").LoggerProvider | null = null;
+  if (logs) {
+    const sdk = await import("@opentelemetry/sdk-logs");
+    const exporter = logs.protocol === "json"
+      ? new (await import("@opentelemetry/exporter-logs-otlp-http")).OTLPLogExporter(
+        exporterOptions(logs),
+      )
+      : new (await import("@opentelemetry/exporter-logs-otlp-proto")).OTLPLogExporter(
+        exporterOptions(logs),
+      );
+    loggerProvider = new sdk.LoggerProvider({
+      resource,
+      processors: [new sdk.BatchLogRecordProcessor(exporter)],
+    });
+  }
+  const events = loggerProvider?.getLogger("codex_otel.log_only") ?? null;
+  const event = (name: string, attributes: Record<string, string | number | boolean>) =>
+    // Severity INFO (9), as the reference's events.
+    events?.emit({
+      severityNumber: 9,
+      severityText: "INFO",
+      attributes: { "event.name": name, ...attributes },
+    });
+
+  const processes: ProcessTelemetry = {
+    started(processId, sandboxed) {
+      const span = tracer?.startSpan(
+        "codex.exec_server.process",
+        { kind: api.SpanKind.INTERNAL, attributes: { "process.id": processId } },
+        api.context.active(),
+      );
+      const sandboxType = sandboxed ? "LinuxSeccomp" : "None";
+      event("codex.exec_server.process_start", { "sandbox.type": sandboxType });
+      let ended = false;
+      return {
+        finished(exitCode, terminationRequested) {
+          if (ended) return;
+          ended = true;
+          span?.setAttribute("result", exitCode === 0 ? "success" : "error");
+          span?.end();
+          event("codex.exec_server.process_exit", {
+            "sandbox.type": sandboxType,
+            ...(exitCode !== null ? { "process.exit_code": exitCode } : {}),
+            "process.termination_requested": terminationRequested,
+          });
+        },
+      };
+    },
+  };
+
+  let closing: Promise<void> | null = null;
+  const close = () =>
+    closing ??= (async () => {
+      runtime?.end();
+      await Promise.allSettled([provider?.shutdown(), loggerProvider?.shutdown()]);
+    })();
+  return { tracerProvider: provider, processes, close, [Symbol.asyncDispose]: close };
+}

@@ -1,0 +1,173 @@
+// Spans and log events pushed over OTLP/HTTP, side by side with the
+// reference: the same Codex configuration (`[otel] trace_exporter` and
+// `[otel] exporter`) and the same workload over stdio; the runtime span,
+// a SERVER span per request (named after its method, `unknown` outside the
+// protocol, with `method` and `result`), a `codex.exec_server.process` span
+// per process under its `process/start` (`process.id`, `result`), and the
+// process start and exit events must be the same.
+
+import { assert, assertEquals } from "../helpers/assert.ts";
+import { startOtlpReceiver } from "../helpers/otlp.ts";
+import { referenceBin, referenceHome } from "../helpers/reference.ts";
+import { eventually, ourStdioCommand, spawnCommandServer } from "../helpers/wire_client.ts";
+import { metricsWorkload } from "../helpers/metrics_workload.ts";
+
+type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean };
+type KeyValue = { key: string; value: AnyValue };
+interface OtlpSpan {
+  name: string;
+  kind: number;
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  attributes?: KeyValue[];
+}
+
+const value = (v: AnyValue) => String(v.stringValue ?? v.intValue ?? v.boolValue ?? "");
+const attrs = (list: KeyValue[] = []) =>
+  Object.fromEntries(list.map(({ key, value: v }) => [key, value(v)]));
+
+async function run(which: "ours" | "reference") {
+  await using rx = startOtlpReceiver();
+  const home = referenceHome();
+  await Deno.writeTextFile(
+    `${home}/config.toml`,
+    `[otel]\ntrace_exporter = { otlp-http = { endpoint = "${rx.url}/v1/traces", protocol = "json" } }\n` +
+      `exporter = { otlp-http = { endpoint = "${rx.url}/v1/logs", protocol = "json" } }\n`,
+  );
+  const [program, ...args] = which === "ours"
+    ? ourStdioCommand()
+    : [referenceBin()!, "exec-server", "--listen", "stdio"];
+  {
+    await using s = spawnCommandServer(program!, args, { CODEX_HOME: home });
+    await metricsWorkload(s.client);
+  }
+  const spans = () =>
+    (rx.bodies.get("/v1/traces") ?? []).flatMap((b) =>
+      (b as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> })
+        .resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans))
+    );
+  const events = () =>
+    (rx.bodies.get("/v1/logs") ?? []).flatMap((b) =>
+      (b as {
+        resourceLogs: Array<
+          {
+            scopeLogs: Array<
+              {
+                scope: { name: string };
+                logRecords: Array<{ attributes: KeyValue[]; severityText?: string }>;
+              }
+            >;
+          }
+        >;
+      }).resourceLogs.flatMap((r) =>
+        r.scopeLogs.flatMap((s) =>
+          s.logRecords.map((l) =>
+            JSON.stringify([s.scope.name, l.severityText, attrs(l.attributes)])
+          )
+        )
+      )
+    );
+  // Pushed at shutdown: the runtime span ends last.
+  assert(
+    await eventually(
+      () => spans().some((s) => s.name === "codex.exec_server") && events().length >= 4,
+      30_000,
+    ),
+    `${which}: no spans or events`,
+  );
+  const all = spans();
+  const byId = new Map(all.map((s) => [s.spanId, s]));
+  const picked = ["method", "result", "process.id"];
+  const summary = all
+    // The reference's internal spans (fs checks, sandbox and snapshot
+    // preparation, spawn, its process reaper's) are implementation detail.
+    .filter((s) =>
+      s.kind === 2 || s.name === "codex.exec_server" ||
+      (s.name === "codex.exec_server.process" && "process.id" in attrs(s.attributes))
+    )
+    .map((s) => {
+      const a = attrs(s.attributes);
+      const parent = s.parentSpanId ? byId.get(s.parentSpanId) : undefined;
+      if (parent) assertEquals(parent.traceId, s.traceId);
+      return JSON.stringify([
+        s.name,
+        s.kind,
+        Object.fromEntries(picked.filter((k) => k in a).map((k) => [k, a[k]])),
+        parent?.name ?? null,
+      ]);
+    })
+    .sort();
+  return { spans: summary, events: events().sort() };
+}
+
+Deno.test({
+  name:
+    "traces: the reference's runtime, request and process spans and its process events over OTLP/HTTP JSON — side by side",
+  ignore: referenceBin() === null,
+  async fn() {
+    const [ours, reference] = await Promise.all([run("ours"), run("reference")]);
+    assertEquals(ours.spans, reference.spans);
+    assertEquals(ours.events, reference.events);
+    // What the workload fixes, spelled out (both sides, equal above).
+    assertEquals(ours.spans, [
+      '["codex.exec_server",1,{},null]',
+      '["codex.exec_server.process",1,{"result":"error","process.id":"bad"},"process/start"]',
+      '["codex.exec_server.process",1,{"result":"success","process.id":"ok"},"process/start"]',
+      '["fs/readFile",2,{"method":"fs/readFile","result":"error"},null]',
+      '["initialize",2,{"method":"initialize","result":"success"},null]',
+      '["process/start",2,{"method":"process/start","result":"success"},null]',
+      '["process/start",2,{"method":"process/start","result":"success"},null]',
+      '["unknown",2,{"method":"no/such/method","result":"error"},null]',
+    ]);
+    assertEquals(ours.events.length, 4);
+  },
+});
+
+Deno.test("traces settings: trace_exporter and exporter as Codex writes them, else OTEL_TRACES_EXPORTER / OTEL_LOGS_EXPORTER with their endpoints", async () => {
+  const { otlpExportSettings, OtlpSettingsError } = await import(
+    "../../src/telemetry/otlp_settings.ts"
+  );
+  const env = (vars: Record<string, string>) => (name: string) => vars[name];
+  const config = {
+    otel: {
+      environment: "staging",
+      trace_exporter: { "otlp-http": { endpoint: "http://c:4318/v1/traces", protocol: "json" } },
+      exporter: { "otlp-http": { endpoint: "http://c:4318/v1/logs" } },
+    },
+  };
+  assertEquals(otlpExportSettings(config, "traces", env({})), {
+    endpoint: "http://c:4318/v1/traces",
+    protocol: "json",
+    headers: {},
+    environment: "staging",
+  });
+  assertEquals(otlpExportSettings(config, "logs", env({}))?.protocol, "binary");
+  assertEquals(otlpExportSettings({}, "traces", env({})), null);
+  assertEquals(
+    otlpExportSettings(
+      {},
+      "logs",
+      env({
+        OTEL_LOGS_EXPORTER: "otlp",
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318/",
+        OTEL_EXPORTER_OTLP_LOGS_HEADERS: "x-key=a%20b",
+      }),
+    ),
+    {
+      endpoint: "http://c:4318/v1/logs",
+      protocol: "binary",
+      headers: { "x-key": "a b" },
+      environment: "dev",
+    },
+  );
+  let message = "";
+  try {
+    otlpExportSettings({ otel: { trace_exporter: { "otlp-grpc": {} } } }, "traces", env({}));
+  } catch (error) {
+    assert(error instanceof OtlpSettingsError);
+    message = error.message;
+  }
+  assert(message.startsWith("[otel] trace_exporter: only { otlp-http"), message);
+  assert(message.includes("…/v1/traces"), message);
+});
