@@ -82,3 +82,4 @@ export {
 } from "./src/client/transports.ts";
 export { type InProcessServer, inProcessTransport } from "./src/client/in_process.ts";
 export { codexSandbox, type SandboxMode } from "./src/client/sandbox_presets.ts";
+export { ExecClientMetrics } from "./src/telemetry/client_metrics.ts";

@@ -150,6 +150,11 @@ export interface ConnectOptions {
    * so the rendezvous can correlate), e.g. from the caller's active span.
    */
   readonly trace?: () => TraceContext | undefined;
+  /**
+   * Counts every request attempted, by method (`exec_server_client_requests_total`,
+   * as Codex's client does; see `ExecClientMetrics`).
+   */
+  readonly metrics?: { request(method: string): void } | null;
 }
 
 export type { SpawnOptions } from "./spawn_options.ts";
@@ -229,6 +234,9 @@ export class ExecServerClient implements AsyncDisposable {
           ? { maxMessageBytes: options.maxMessageBytes }
           : {}),
         ...(options.trace ? { trace: options.trace } : {}),
+        ...(options.metrics
+          ? { onRequest: (method: string) => options.metrics!.request(method) }
+          : {}),
         onReconnect: (event) => {
           if (event.kind === "fresh" && event.previousSessionId !== null) {
             remember(this.#lostSessions, event.previousSessionId, event.reason ?? "session lost");

@@ -69,6 +69,8 @@ export interface LinkOptions {
   readonly clientName: string;
   readonly maxMessageBytes?: number;
   readonly trace?: () => TraceContext | undefined;
+  /** Told of every request attempted (the handshake's included), before it is sent. */
+  readonly onRequest?: (method: string) => void;
   /** `false`: a dropped connection closes the client for good. */
   readonly reconnect: boolean | ReconnectOptions;
   readonly onReconnect?: (event: ReconnectEvent) => void;
@@ -263,6 +265,7 @@ export class SessionLink {
       if (this.#sessionId) params.resumeSessionId = this.#sessionId;
       if (options.maxMessageBytes !== undefined) params.maxMessageBytes = options.maxMessageBytes;
       const initializeMs = options.initializeTimeoutMs;
+      options.onRequest?.(Method.Initialize);
       const result = await withTimeout(
         peer.request<MethodResult<typeof Method.Initialize>>(Method.Initialize, params),
         initializeMs,
@@ -378,6 +381,7 @@ export class SessionLink {
 
   /** Sends one request (connecting first if needed); outages fail with `DisconnectedError`. */
   async call(method: string, params?: unknown, options: CallOptions = {}): Promise<unknown> {
+    this.#options.onRequest?.(method);
     await this.ensureConnected();
     const peer = this.#peer;
     if (!peer) throw new DisconnectedError(this.#lastFailure);

@@ -396,6 +396,7 @@ Deno.test("parts metrics: docs/telemetry.md's tables name every metric the packa
     new RelayMetrics().set,
     new McpRuntimeMetrics().set,
     new McpSessionMetrics().set,
+    new (await import("../../src/telemetry/client_metrics.ts")).ExecClientMetrics().set,
   ].flatMap((set) => set.names);
   const page = await Deno.readTextFile(new URL("../../docs/telemetry.md", import.meta.url));
   const documented = [...page.matchAll(/^\| `([a-z_.]+)`/gm)].map((m) => m[1]!);
