@@ -51,8 +51,9 @@ export {
   type SpanProvider,
 } from "./src/log/otel.ts";
 export {
+  type ExecTelemetry,
+  type HttpEnd,
   type ProcessEnd,
-  type ProcessTelemetry,
   startTracing,
   type Tracing,
   type TracingOptions,

@@ -447,7 +447,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
   const server = new ExecServer({
     ...(proxy ? { managedNetwork: proxy } : {}),
     metrics,
-    processTelemetry: tracing?.processes ?? null,
+    execTelemetry: tracing?.exec ?? null,
     concurrency: config.concurrency,
     processRetentionMs: config.processRetentionMs,
     sandboxPidNamespace: config.sandboxPidNamespace,

@@ -21,7 +21,7 @@ import type { EnvironmentInfo } from "../protocol/types.ts";
 import { serverCapabilities } from "./capabilities.ts";
 import { type DisconnectPolicy, ServerConnection } from "./connection.ts";
 import type { ExecServerMetrics, MetricsTransport } from "../telemetry/exec_metrics.ts";
-import type { ProcessTelemetry } from "../telemetry/tracing.ts";
+import type { ExecTelemetry } from "../telemetry/tracing.ts";
 import { environmentInfo } from "./environment_info.ts";
 import { type LazyMethods, lazyMethods, type MethodRegistry } from "./handler.ts";
 import { environmentMethods } from "./handlers/environment.ts";
@@ -95,10 +95,10 @@ export interface ExecServerOptions {
    */
   readonly metrics?: ExecServerMetrics | null;
   /**
-   * A span and two events per process (see `startTracing`): reported at its
-   * start, inside its `process/start`'s span, and at its exit. Default: none.
+   * Spans and events per process and per HTTP request (see `startTracing`):
+   * reported inside the request's span. Default: none.
    */
-  readonly processTelemetry?: ProcessTelemetry | null;
+  readonly execTelemetry?: ExecTelemetry | null;
 }
 
 /**
@@ -206,7 +206,7 @@ export class ExecServer {
       managedNetwork: options.managedNetwork ?? null,
       tracer: options.tracer ?? null,
       metrics: options.metrics ?? null,
-      processTelemetry: options.processTelemetry ?? null,
+      execTelemetry: options.execTelemetry ?? null,
       shellSnapshots: new ShellSnapshots({ logger }),
       trimmer: new MemoryTrimmer(),
       historyBudget: new HistoryBudget(options.outputHistoryBudgetBytes ?? 64 * 1024 * 1024),

@@ -7,7 +7,7 @@
  */
 
 import type { ExecServerMetrics } from "../telemetry/exec_metrics.ts";
-import type { ProcessTelemetry } from "../telemetry/tracing.ts";
+import type { ExecTelemetry } from "../telemetry/tracing.ts";
 import type { SandboxFsGateway } from "../sandbox/fs_gateway.ts";
 import type { Logger } from "../log/logger.ts";
 import type { RequestTracer } from "../log/otel.ts";
@@ -88,8 +88,8 @@ export interface ServerState {
   readonly tracer: RequestTracer | null;
   /** Metrics, when the server has them. */
   readonly metrics: ExecServerMetrics | null;
-  /** Process spans and events (an OTLP push), when asked for. */
-  readonly processTelemetry: ProcessTelemetry | null;
+  /** Process and HTTP spans and events (an OTLP push), when asked for. */
+  readonly execTelemetry: ExecTelemetry | null;
   /** Runs sandboxed `fs/*` requests inside their sandbox. */
   readonly sandboxFs: SandboxFsGateway;
   /** Kills the process groups this server started if it dies. */

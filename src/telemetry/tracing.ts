@@ -6,9 +6,13 @@
  * method (`unknown` for a method outside the protocol; see
  * `otelRequestTracer`), and per process a `codex.exec_server.process`
  * span, a child of its `process/start`, with `process.id` and `result`,
- * and the events `codex.exec_server.process_start` and
+ * the events `codex.exec_server.process_start`,
  * `codex.exec_server.process_exit` (`sandbox.type`, `process.exit_code`,
- * `process.termination_requested`) in scope `codex_otel.log_only`. The
+ * `process.termination_requested`) and
+ * `codex.exec_server.process_spawn_failed` in scope `codex_otel.log_only`,
+ * and a `CLIENT` span `codex.exec_server.http_request` per `http/request`
+ * (`http.request.method`, `server.address`, `server.port`,
+ * `http.response.status_code`). The
  * tracing and logs SDKs and their exporters load only here, when asked.
  *
  * @module
@@ -19,10 +23,20 @@ import type { OtlpExportSettings } from "./otlp_settings.ts";
 import { VERSION } from "../version.ts";
 import { osResource } from "./provider.ts";
 
-/** What a server reports about each process it starts. */
-export interface ProcessTelemetry {
+/** What a server reports about the processes it starts and the HTTP requests it makes. */
+export interface ExecTelemetry {
   /** A process started (inside its `process/start`'s span); returns how to report its end. */
-  started(processId: string, sandboxed: boolean): ProcessEnd;
+  processStarted(processId: string, sandboxed: boolean): ProcessEnd;
+  /** A process could not be spawned. */
+  processSpawnFailed(sandboxed: boolean): void;
+  /** An `http/request` is sent (inside its span); returns how to report its response. */
+  httpRequest(method: string, url: URL): HttpEnd;
+}
+
+/** The answer to one HTTP request, reported once. */
+export interface HttpEnd {
+  /** Its status (`null`: no response). */
+  finished(status: number | null): void;
 }
 
 /** The end of one process, reported once. */
@@ -35,8 +49,8 @@ export interface ProcessEnd {
 export interface Tracing extends AsyncDisposable {
   /** Spans (null when only log events are pushed). */
   readonly tracerProvider: SpanProvider | null;
-  /** Process spans and events. */
-  readonly processes: ProcessTelemetry;
+  /** Process and HTTP spans and events. */
+  readonly exec: ExecTelemetry;
   /** Ends the runtime span and pushes what is left. */
   close(): Promise<void>;
 }
@@ -126,15 +140,42 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
       attributes: { "event.name": name, ...attributes },
     });
 
-  const processes: ProcessTelemetry = {
-    started(processId, sandboxed) {
+  const sandboxType = (sandboxed: boolean) => sandboxed ? "LinuxSeccomp" : "None";
+  const exec: ExecTelemetry = {
+    processSpawnFailed(sandboxed) {
+      event("codex.exec_server.process_spawn_failed", { "sandbox.type": sandboxType(sandboxed) });
+    },
+    httpRequest(method, url) {
+      const span = tracer?.startSpan(
+        "codex.exec_server.http_request",
+        {
+          kind: api.SpanKind.CLIENT,
+          attributes: {
+            "http.request.method": method,
+            "server.address": url.hostname.replace(/^\[(.*)\]$/, "$1"),
+            "server.port": Number(url.port || (url.protocol === "https:" ? 443 : 80)),
+          },
+        },
+        api.context.active(),
+      );
+      let ended = false;
+      return {
+        finished(status) {
+          if (ended) return;
+          ended = true;
+          if (status !== null) span?.setAttribute("http.response.status_code", status);
+          span?.end();
+        },
+      };
+    },
+    processStarted(processId, sandboxed) {
       const span = tracer?.startSpan(
         "codex.exec_server.process",
         { kind: api.SpanKind.INTERNAL, attributes: { "process.id": processId } },
         api.context.active(),
       );
-      const sandboxType = sandboxed ? "LinuxSeccomp" : "None";
-      event("codex.exec_server.process_start", { "sandbox.type": sandboxType });
+      const sandbox = sandboxType(sandboxed);
+      event("codex.exec_server.process_start", { "sandbox.type": sandbox });
       let ended = false;
       return {
         finished(exitCode, terminationRequested) {
@@ -143,7 +184,7 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
           span?.setAttribute("result", exitCode === 0 ? "success" : "error");
           span?.end();
           event("codex.exec_server.process_exit", {
-            "sandbox.type": sandboxType,
+            "sandbox.type": sandbox,
             ...(exitCode !== null ? { "process.exit_code": exitCode } : {}),
             "process.termination_requested": terminationRequested,
           });
@@ -158,5 +199,5 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
       runtime?.end();
       await Promise.allSettled([provider?.shutdown(), loggerProvider?.shutdown()]);
     })();
-  return { tracerProvider: provider, processes, close, [Symbol.asyncDispose]: close };
+  return { tracerProvider: provider, exec, close, [Symbol.asyncDispose]: close };
 }

@@ -11,6 +11,8 @@ import { startOtlpReceiver } from "../helpers/otlp.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { eventually, ourStdioCommand, spawnCommandServer } from "../helpers/wire_client.ts";
 import { metricsWorkload } from "../helpers/metrics_workload.ts";
+import { startProcess } from "../helpers/wire_client.ts";
+import { httpOrigin } from "../helpers/proxy.ts";
 
 type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean };
 type KeyValue = { key: string; value: AnyValue };
@@ -29,6 +31,7 @@ const attrs = (list: KeyValue[] = []) =>
 
 async function run(which: "ours" | "reference") {
   await using rx = startOtlpReceiver();
+  const origin = httpOrigin();
   const home = referenceHome();
   await Deno.writeTextFile(
     `${home}/config.toml`,
@@ -41,6 +44,16 @@ async function run(which: "ours" | "reference") {
   {
     await using s = spawnCommandServer(program!, args, { CODEX_HOME: home });
     await metricsWorkload(s.client);
+    // A spawn that fails, and an HTTP request from inside the environment.
+    const failed = await startProcess(s.client, "nx", ["/nonexistent/command"]);
+    assertEquals(failed.error?.data?.kind, "spawnNotFound", JSON.stringify(failed));
+    const fetched = await s.client.call("http/request", {
+      requestId: "h1",
+      method: "GET",
+      url: `${origin.url}/x`,
+      headers: [],
+    });
+    assertEquals(fetched.result?.status, 200, JSON.stringify(fetched));
   }
   const spans = () =>
     (rx.bodies.get("/v1/traces") ?? []).flatMap((b) =>
@@ -71,19 +84,28 @@ async function run(which: "ours" | "reference") {
   // Pushed at shutdown: the runtime span ends last.
   assert(
     await eventually(
-      () => spans().some((s) => s.name === "codex.exec_server") && events().length >= 4,
+      () => spans().some((s) => s.name === "codex.exec_server") && events().length >= 5,
       30_000,
     ),
     `${which}: no spans or events`,
   );
   const all = spans();
   const byId = new Map(all.map((s) => [s.spanId, s]));
-  const picked = ["method", "result", "process.id"];
+  await origin.server.shutdown();
+  const picked = [
+    "method",
+    "result",
+    "process.id",
+    "http.request.method",
+    "server.address",
+    "server.port",
+    "http.response.status_code",
+  ];
   const summary = all
     // The reference's internal spans (fs checks, sandbox and snapshot
     // preparation, spawn, its process reaper's) are implementation detail.
     .filter((s) =>
-      s.kind === 2 || s.name === "codex.exec_server" ||
+      s.kind === 2 || s.kind === 3 || s.name === "codex.exec_server" ||
       (s.name === "codex.exec_server.process" && "process.id" in attrs(s.attributes))
     )
     .map((s) => {
@@ -93,7 +115,12 @@ async function run(which: "ours" | "reference") {
       return JSON.stringify([
         s.name,
         s.kind,
-        Object.fromEntries(picked.filter((k) => k in a).map((k) => [k, a[k]])),
+        Object.fromEntries(
+          picked.filter((k) => k in a).map((k) => [
+            k,
+            k === "server.port" ? (a[k] === String(origin.port) ? "ORIGIN" : a[k]) : a[k],
+          ]),
+        ),
         parent?.name ?? null,
       ]);
     })
@@ -112,15 +139,18 @@ Deno.test({
     // What the workload fixes, spelled out (both sides, equal above).
     assertEquals(ours.spans, [
       '["codex.exec_server",1,{},null]',
+      '["codex.exec_server.http_request",3,{"http.request.method":"GET","server.address":"127.0.0.1","server.port":"ORIGIN","http.response.status_code":"200"},"http/request"]',
       '["codex.exec_server.process",1,{"result":"error","process.id":"bad"},"process/start"]',
       '["codex.exec_server.process",1,{"result":"success","process.id":"ok"},"process/start"]',
       '["fs/readFile",2,{"method":"fs/readFile","result":"error"},null]',
+      '["http/request",2,{"method":"http/request","result":"success"},null]',
       '["initialize",2,{"method":"initialize","result":"success"},null]',
+      '["process/start",2,{"method":"process/start","result":"error"},null]',
       '["process/start",2,{"method":"process/start","result":"success"},null]',
       '["process/start",2,{"method":"process/start","result":"success"},null]',
       '["unknown",2,{"method":"no/such/method","result":"error"},null]',
     ]);
-    assertEquals(ours.events.length, 4);
+    assertEquals(ours.events.length, 5);
   },
 });
 

@@ -154,7 +154,9 @@ export const httpMethods: MethodTable = defineMethods({
     const env = (name: string) => Deno.env.get(name);
     if (!p.streamResponse) {
       // Waiting on the network does not hold a request slot.
-      const exchange = await ctx.rpc.idle(startExchange(spec, env, ctx.rpc.signal));
+      const exchange = await ctx.rpc.idle(
+        startExchange(spec, env, ctx.rpc.signal, ctx.server.execTelemetry),
+      );
       try {
         const body = await ctx.rpc.idle(
           readBody(exchange.response.body, ctx.server.options.httpBodyLimitBytes),
@@ -170,7 +172,12 @@ export const httpMethods: MethodTable = defineMethods({
     let exchange: HttpExchange;
     try {
       exchange = await ctx.rpc.idle(
-        startExchange(spec, env, AbortSignal.any([ctx.rpc.signal, stream.controller.signal])),
+        startExchange(
+          spec,
+          env,
+          AbortSignal.any([ctx.rpc.signal, stream.controller.signal]),
+          ctx.server.execTelemetry,
+        ),
       );
     } catch (error) {
       release();

@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { ExecTelemetry } from "../../telemetry/tracing.ts";
 import { concatBytes } from "../../util/bytes.ts";
 import { RpcError } from "../../jsonrpc/errors.ts";
 import { ErrorCode } from "../../protocol/errors.ts";
@@ -99,8 +100,10 @@ export async function startExchange(
   spec: HttpRequestSpec,
   env: EnvLookup,
   abort: AbortSignal,
+  telemetry: ExecTelemetry | null = null,
 ): Promise<HttpExchange> {
   const prepared = prepareRequest(spec, env);
+  const reported = telemetry?.httpRequest(prepared.method, prepared.url);
   const controller = new AbortController();
   const onAbort = () => controller.abort(abort.reason);
   abort.addEventListener("abort", onAbort, { once: true });
@@ -122,8 +125,10 @@ export async function startExchange(
       redirect: spec.redirectPolicy,
       signal: controller.signal,
     });
+    reported?.finished(response.status);
     return { response, done };
   } catch (error) {
+    reported?.finished(null);
     done();
     const detail = timedOut
       ? `operation timed out after ${spec.timeoutMs} ms`

@@ -386,6 +386,7 @@ async function launchChild(
     });
   } catch (error) {
     if (error instanceof SpawnError) {
+      server.execTelemetry?.processSpawnFailed(sandbox !== null);
       throw startError(error.message, error.kind, error, error.detail);
     }
     throw error;
@@ -416,7 +417,7 @@ async function launchChild(
   const metrics = server.metrics;
   const startedAt = metrics ? performance.now() : 0;
   metrics?.processStarted();
-  const reported = server.processTelemetry?.started(p.processId, sandbox !== null);
+  const reported = server.execTelemetry?.processStarted(p.processId, sandbox !== null);
   // Its pipes' buffers are freed when it ends: give them back then.
   process.finished.then(() => {
     server.trimmer.note();
