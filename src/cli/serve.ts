@@ -470,6 +470,7 @@ export async function runServe(config: ServeConfig): Promise<number> {
         server,
         logger,
         metrics,
+        tracing: tracing?.remote ?? null,
       });
       logger.info("server.remote", {
         environment: config.remote.environmentId,

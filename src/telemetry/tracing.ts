@@ -33,6 +33,23 @@ export interface ExecTelemetry {
   httpRequest(method: string, url: URL): HttpEnd;
 }
 
+/**
+ * What a remote executor reports (`RemoteExecutor`'s `tracing` option):
+ * its registry and rendezvous calls as `CLIENT` spans, and who it is, for
+ * the process events (`executor.environment_id`, `executor.registration_id`).
+ */
+export interface RemoteTracing {
+  /** Runs `call` inside a root `CLIENT` span `name` (with `result` when `withResult`). */
+  clientSpan<T>(
+    name: string,
+    attributes: Readonly<Record<string, string>>,
+    call: () => Promise<T>,
+    withResult?: boolean,
+  ): Promise<T>;
+  /** The executor's current registration. */
+  executor(identity: { readonly environmentId: string; readonly registrationId: string }): void;
+}
+
 /** The answer to one HTTP request, reported once. */
 export interface HttpEnd {
   /** Its status (`null`: no response). */
@@ -51,6 +68,8 @@ export interface Tracing extends AsyncDisposable {
   readonly tracerProvider: SpanProvider | null;
   /** Process and HTTP spans and events. */
   readonly exec: ExecTelemetry;
+  /** A remote executor's spans (`serve --remote`). */
+  readonly remote: RemoteTracing;
   /** Ends the runtime span and pushes what is left. */
   close(): Promise<void>;
 }
@@ -132,12 +151,14 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
     });
   }
   const events = loggerProvider?.getLogger("codex_otel.log_only") ?? null;
+  // In remote mode the events say which executor they come from.
+  let executor: Record<string, string> = {};
   const event = (name: string, attributes: Record<string, string | number | boolean>) =>
     // Severity INFO (9), as the reference's events.
     events?.emit({
       severityNumber: 9,
       severityText: "INFO",
-      attributes: { "event.name": name, ...attributes },
+      attributes: { "event.name": name, ...executor, ...attributes },
     });
 
   const sandboxType = (sandboxed: boolean) => sandboxed ? "LinuxSeccomp" : "None";
@@ -193,11 +214,38 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
     },
   };
 
+  const remote: RemoteTracing = {
+    async clientSpan(name, attributes, call, withResult = true) {
+      if (!tracer) return await call();
+      const span = tracer.startSpan(
+        name,
+        { kind: api.SpanKind.CLIENT, attributes: { ...attributes } },
+        api.ROOT_CONTEXT,
+      );
+      try {
+        const value = await call();
+        if (withResult) span.setAttribute("result", "success");
+        return value;
+      } catch (error) {
+        if (withResult) span.setAttribute("result", "error");
+        throw error;
+      } finally {
+        span.end();
+      }
+    },
+    executor(identity) {
+      executor = {
+        "executor.environment_id": identity.environmentId,
+        "executor.registration_id": identity.registrationId,
+      };
+    },
+  };
+
   let closing: Promise<void> | null = null;
   const close = () =>
     closing ??= (async () => {
       runtime?.end();
       await Promise.allSettled([provider?.shutdown(), loggerProvider?.shutdown()]);
     })();
-  return { tracerProvider: provider, exec, close, [Symbol.asyncDispose]: close };
+  return { tracerProvider: provider, exec, remote, close, [Symbol.asyncDispose]: close };
 }

@@ -40,6 +40,49 @@ function shapes(points: OtlpPoint[]): string[] {
   ].sort();
 }
 
+type KeyValue = {
+  key: string;
+  value: { stringValue?: string; intValue?: string | number; boolValue?: boolean };
+};
+// The reference's tracing adds where in its source and on which thread a span ran, and its
+// busy and idle time: not part of what it reports.
+const SOURCE_ATTRIBUTES = /^(code\.|thread\.|target$|busy_ns$|idle_ns$)/;
+const attrs = (list: KeyValue[] = []) =>
+  Object.fromEntries(
+    list.filter(({ key }) => !SOURCE_ATTRIBUTES.test(key)).map(({ key, value: v }) => {
+      const text = String(v.stringValue ?? v.intValue ?? v.boolValue ?? "");
+      // Ids vary from run to run: their shape is what is compared.
+      return [key, text.replace(/^reg_.*/, "REG").replace(/^req_[0-9a-f]+$/, "REQ")];
+    }),
+  );
+
+/** The CLIENT spans (registry and rendezvous calls), as `[name, attributes]`, sorted. */
+function clientSpans(bodies: unknown[]): string[] {
+  return bodies.flatMap((b) =>
+    (b as {
+      resourceSpans: Array<
+        {
+          scopeSpans: Array<
+            { spans: Array<{ name: string; kind: number; attributes?: KeyValue[] }> }
+          >;
+        }
+      >;
+    }).resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans))
+  ).filter((s) => s.kind === 3).map((s) => JSON.stringify([s.name, attrs(s.attributes)])).sort();
+}
+
+/** The process events, with the executor's identity, sorted. */
+function processEvents(bodies: unknown[]): string[] {
+  return bodies.flatMap((b) =>
+    (b as {
+      resourceLogs: Array<{ scopeLogs: Array<{ logRecords: Array<{ attributes: KeyValue[] }> }> }>;
+    }).resourceLogs.flatMap((r) =>
+      r.scopeLogs.flatMap((s) => s.logRecords.map((l) => attrs(l.attributes)))
+    )
+  ) // The reference also exports a log line or two of its own: events have names.
+    .filter((a) => "event.name" in a).map((a) => JSON.stringify(a)).sort();
+}
+
 async function run(which: "ours" | "reference") {
   await using rx = startOtlpReceiver();
   const ports: number[] = [];
@@ -54,7 +97,9 @@ async function run(which: "ours" | "reference") {
   const home = referenceHome();
   await Deno.writeTextFile(
     `${home}/config.toml`,
-    `[otel]\nmetrics_exporter = { otlp-http = { endpoint = "${rx.url}/v1/metrics", protocol = "json" } }\n`,
+    `[otel]\nmetrics_exporter = { otlp-http = { endpoint = "${rx.url}/v1/metrics", protocol = "json" } }\n` +
+      `trace_exporter = { otlp-http = { endpoint = "${rx.url}/v1/traces", protocol = "json" } }\n` +
+      `exporter = { otlp-http = { endpoint = "${rx.url}/v1/logs", protocol = "json" } }\n`,
   );
   const remote = [
     "--remote",
@@ -94,9 +139,25 @@ async function run(which: "ours" | "reference") {
     cable.restore();
     const dialled = 'exec_server_remote_rendezvous_connect_total[["result","success"]]';
     const points = await rx.waitFor((p) => (totals(p)[dialled] ?? 0) >= 2, 60_000);
-    return { totals: totals(points), shapes: shapes(points) };
-  } finally {
+    // Spans and events are pushed at shutdown at the latest.
     child.kill("SIGTERM");
+    await child.status;
+    const traced = () => clientSpans(rx.bodies.get("/v1/traces") ?? []);
+    assert(await eventually(() => traced().length >= 4, 30_000), `${which}: no remote spans`);
+    assert(
+      await eventually(() => processEvents(rx.bodies.get("/v1/logs") ?? []).length >= 2, 30_000),
+      `${which}: no process events`,
+    );
+    return {
+      totals: totals(points),
+      shapes: shapes(points),
+      spans: traced(),
+      events: processEvents(rx.bodies.get("/v1/logs") ?? []),
+    };
+  } finally {
+    try {
+      child.kill("SIGTERM");
+    } catch { /* ended */ }
     await child.status;
     await relay.close();
   }
@@ -104,12 +165,21 @@ async function run(which: "ours" | "reference") {
 
 Deno.test({
   name:
-    "remote metrics: registrations, rendezvous dials and reconnects by reason, as the reference pushes them — side by side",
+    "remote telemetry: registrations, rendezvous dials and reconnects by reason, the registry calls as spans and the executor on its events, as the reference pushes them — side by side",
   ignore: referenceBin() === null,
   async fn() {
     const [ours, reference] = await Promise.all([run("ours"), run("reference")]);
     assertEquals(ours.shapes, reference.shapes);
     assertEquals(ours.totals, reference.totals);
+    // The registry and rendezvous calls as CLIENT spans, and the executor named on its events.
+    assertEquals(ours.spans, reference.spans);
+    assertEquals(ours.events, reference.events);
+    assertEquals(ours.spans, [
+      '["codex.exec_server.remote.environment_registry.validate_harness_key",{"environment_id":"env-m","executor_registration_id":"REG"}]',
+      '["codex.exec_server.remote.register",{"result":"success"}]',
+      '["codex.exec_server.remote.rendezvous.connect",{"request_id":"REQ","result":"success"}]',
+      '["codex.exec_server.remote.rendezvous.connect",{"request_id":"REQ","result":"success"}]',
+    ]);
     assertEquals(ours.totals, {
       'exec_server_connections_total[["transport","relay"]]': 1,
       'exec_server_remote_reconnects_total[["reason","read_error"]]': 1,

@@ -22,6 +22,7 @@
 import { connectWebSocket, WebSocketHandshakeError } from "../../websocket/handshake.ts";
 import type { WebSocketChannel, WebSocketCloseInfo } from "../../websocket/channel.ts";
 import type { ReconnectReason, RemoteMetrics } from "../../telemetry/exec_metrics.ts";
+import type { RemoteTracing } from "../../telemetry/tracing.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import type { HandshakeState } from "../../noise/handshake.ts";
 import {
@@ -76,6 +77,8 @@ export interface RemoteExecutorOptions {
   readonly keepalive?: { readonly pingIntervalMs?: number; readonly pongTimeoutMs?: number };
   /** Where registrations, rendezvous dials and reconnects are counted (the server's metrics). */
   readonly metrics?: RemoteMetrics | null;
+  /** Spans of its registry and rendezvous calls, as the reference's (an OTLP push). */
+  readonly tracing?: RemoteTracing | null;
 }
 
 /** Why a rendezvous socket ended, as the reference's reconnect `reason`. */
@@ -148,12 +151,28 @@ export class RemoteExecutor implements AsyncDisposable {
     return executor;
   }
 
-  static #register(options: RemoteExecutorOptions, identity: NoiseIdentity): Promise<Registration> {
+  static async #register(
+    options: RemoteExecutorOptions,
+    identity: NoiseIdentity,
+  ): Promise<Registration> {
     const metrics = options.metrics;
-    return measured(
-      metrics ? (result, seconds) => metrics.registration(result, seconds) : undefined,
-      () => registerExecutor(options.registry, options.environmentId, identity.publicKey),
+    const register = () =>
+      measured(
+        metrics ? (result, seconds) => metrics.registration(result, seconds) : undefined,
+        () => registerExecutor(options.registry, options.environmentId, identity.publicKey),
+      );
+    const tracing = options.tracing;
+    if (!tracing) return await register();
+    const registration = await tracing.clientSpan(
+      "codex.exec_server.remote.register",
+      {},
+      register,
     );
+    tracing.executor({
+      environmentId: registration.environmentId,
+      registrationId: registration.executorRegistrationId,
+    });
+    return registration;
   }
 
   /** The current registration. */
@@ -203,12 +222,14 @@ export class RemoteExecutor implements AsyncDisposable {
     while (!this.#closed) {
       let channel: WebSocketChannel;
       const metrics = this.#options.metrics;
-      try {
-        channel = await measured(
+      const tracing = this.#options.tracing;
+      const request = requestId();
+      const dial = () =>
+        measured(
           metrics ? (result, seconds) => metrics.rendezvousConnect(result, seconds) : undefined,
           () =>
             connectWebSocket(this.#registration.url, {
-              headers: { "x-request-id": requestId() },
+              headers: { "x-request-id": request },
               maxFrameBytes: RELAY_WEBSOCKET_MAX,
               maxMessageBytes: RELAY_WEBSOCKET_MAX,
               pingIntervalMs: this.#options.keepalive?.pingIntervalMs ?? 30_000,
@@ -216,6 +237,14 @@ export class RemoteExecutor implements AsyncDisposable {
               timeoutMs: 10_000,
             }),
         );
+      try {
+        channel = tracing
+          ? await tracing.clientSpan(
+            "codex.exec_server.remote.rendezvous.connect",
+            { request_id: request },
+            dial,
+          )
+          : await dial();
       } catch (error) {
         const status = error instanceof WebSocketHandshakeError ? error.status ?? 0 : 0;
         this.#logger.warn("remote.connect_failed", { status, error: (error as Error).message });
@@ -354,17 +383,30 @@ export class RemoteExecutor implements AsyncDisposable {
     this.#streams.set(id, pending);
     this.#pending++;
     (async () => {
-      const verdict = await validateHarness(
-        this.#options.registry,
-        this.#options.environmentId,
-        id,
-        {
-          executor_registration_id: registration.executorRegistrationId,
-          harness_public_key: encodePublicKey(hs.remoteStatic!),
-          harness_key_authorization: authorization,
-        },
-        (why) => this.#logger.info("remote.harness_refused", { stream: id, ...why }),
-      );
+      const validate = () =>
+        validateHarness(
+          this.#options.registry,
+          this.#options.environmentId,
+          id,
+          {
+            executor_registration_id: registration.executorRegistrationId,
+            harness_public_key: encodePublicKey(hs.remoteStatic!),
+            harness_key_authorization: authorization,
+          },
+          (why) => this.#logger.info("remote.harness_refused", { stream: id, ...why }),
+        );
+      const tracing = this.#options.tracing;
+      const verdict = tracing
+        ? await tracing.clientSpan(
+          "codex.exec_server.remote.environment_registry.validate_harness_key",
+          {
+            environment_id: this.#options.environmentId,
+            executor_registration_id: registration.executorRegistrationId,
+          },
+          validate,
+          false,
+        )
+        : await validate();
       if (pending.cancelled) return;
       this.#pending--;
       if (verdict !== "valid") {
