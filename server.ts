@@ -54,6 +54,7 @@ export {
   type ExecTelemetry,
   type HttpEnd,
   type ProcessEnd,
+  type ProcessMetadataLike,
   type RemoteTracing,
   startTracing,
   type Tracing,

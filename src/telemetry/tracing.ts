@@ -8,8 +8,10 @@
  * span, a child of its `process/start`, with `process.id` and `result`,
  * the events `codex.exec_server.process_start`,
  * `codex.exec_server.process_exit` (`sandbox.type`, `process.exit_code`,
- * `process.termination_requested`) and
- * `codex.exec_server.process_spawn_failed` in scope `codex_otel.log_only`,
+ * `process.termination_requested`), `codex.exec_server.sandbox_denied`
+ * and `codex.exec_server.process_spawn_failed` in scope
+ * `codex_otel.log_only` (with the request's `conversation.id` and
+ * `tool.call_id` when it names them),
  * and a `CLIENT` span `codex.exec_server.http_request` per `http/request`
  * (`http.request.method`, `server.address`, `server.port`,
  * `http.response.status_code`). The
@@ -25,10 +27,18 @@ import { osResource } from "./provider.ts";
 
 /** What a server reports about the processes it starts and the HTTP requests it makes. */
 export interface ExecTelemetry {
-  /** A process started (inside its `process/start`'s span); returns how to report its end. */
-  processStarted(processId: string, sandboxed: boolean): ProcessEnd;
+  /**
+   * A process started (inside its `process/start`'s span); returns how to
+   * report its end. `metadata` is the request's (`threadId` becomes the
+   * events' `conversation.id`, `toolCallId` their `tool.call_id`).
+   */
+  processStarted(
+    processId: string,
+    sandboxed: boolean,
+    metadata?: ProcessMetadataLike | null,
+  ): ProcessEnd;
   /** A process could not be spawned. */
-  processSpawnFailed(sandboxed: boolean): void;
+  processSpawnFailed(sandboxed: boolean, metadata?: ProcessMetadataLike | null): void;
   /** An `http/request` is sent (inside its span); returns how to report its response. */
   httpRequest(method: string, url: URL): HttpEnd;
 }
@@ -56,10 +66,21 @@ export interface HttpEnd {
   finished(status: number | null): void;
 }
 
+/** What a `process/start` says about its caller (its `metadata`). */
+export interface ProcessMetadataLike {
+  /** Codex's thread (the events' `conversation.id`). */
+  readonly threadId?: string | null;
+  /** The tool call (the events' `tool.call_id`). */
+  readonly toolCallId?: string | null;
+}
+
 /** The end of one process, reported once. */
 export interface ProcessEnd {
-  /** It exited (`null`: killed by a signal); `terminationRequested`: a client asked. */
-  finished(exitCode: number | null, terminationRequested: boolean): void;
+  /**
+   * It exited (`null`: killed by a signal); `terminationRequested`: a client
+   * asked; `sandboxDenied`: its failure looks like the sandbox's refusal.
+   */
+  finished(exitCode: number | null, terminationRequested: boolean, sandboxDenied?: boolean): void;
 }
 
 /** Running tracing: the provider request spans are made on, the process reports, shutdown. */
@@ -161,10 +182,15 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
       attributes: { "event.name": name, ...executor, ...attributes },
     });
 
-  const sandboxType = (sandboxed: boolean) => sandboxed ? "LinuxSeccomp" : "None";
+  // The attributes every process event carries.
+  const processAttributes = (sandboxed: boolean, metadata?: ProcessMetadataLike | null) => ({
+    ...(metadata?.threadId ? { "conversation.id": metadata.threadId } : {}),
+    ...(metadata?.toolCallId ? { "tool.call_id": metadata.toolCallId } : {}),
+    "sandbox.type": sandboxed ? "LinuxSeccomp" : "None",
+  });
   const exec: ExecTelemetry = {
-    processSpawnFailed(sandboxed) {
-      event("codex.exec_server.process_spawn_failed", { "sandbox.type": sandboxType(sandboxed) });
+    processSpawnFailed(sandboxed, metadata) {
+      event("codex.exec_server.process_spawn_failed", processAttributes(sandboxed, metadata));
     },
     httpRequest(method, url) {
       const span = tracer?.startSpan(
@@ -189,23 +215,26 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
         },
       };
     },
-    processStarted(processId, sandboxed) {
+    processStarted(processId, sandboxed, metadata) {
       const span = tracer?.startSpan(
         "codex.exec_server.process",
         { kind: api.SpanKind.INTERNAL, attributes: { "process.id": processId } },
         api.context.active(),
       );
-      const sandbox = sandboxType(sandboxed);
-      event("codex.exec_server.process_start", { "sandbox.type": sandbox });
+      const sandbox = processAttributes(sandboxed, metadata);
+      event("codex.exec_server.process_start", sandbox);
       let ended = false;
       return {
-        finished(exitCode, terminationRequested) {
+        finished(exitCode, terminationRequested, sandboxDenied = false) {
           if (ended) return;
           ended = true;
           span?.setAttribute("result", exitCode === 0 ? "success" : "error");
           span?.end();
+          if (sandboxDenied) {
+            event("codex.exec_server.sandbox_denied", { ...sandbox, reason: "inferred_denial" });
+          }
           event("codex.exec_server.process_exit", {
-            "sandbox.type": sandbox,
+            ...sandbox,
             ...(exitCode !== null ? { "process.exit_code": exitCode } : {}),
             "process.termination_requested": terminationRequested,
           });

@@ -103,3 +103,48 @@ export function toolOutputs(request: Json): Record<string, string> {
   }
   return out;
 }
+
+/**
+ * Runs the real `codex exec` (the pinned reference at `codex`) once in `ws`
+ * against `model` and the exec-server at `serverUrl`, with Codex's home at
+ * `home` (its config.toml written here: the fake provider, and
+ * `otel` lines when given); fails with Codex's stderr unless it exits 0.
+ */
+export async function codexExecOnce(options: {
+  readonly codex: string;
+  readonly home: string;
+  readonly ws: string;
+  readonly model: FakeModel;
+  readonly serverUrl: string;
+  readonly otel?: readonly string[];
+}): Promise<void> {
+  await Deno.writeTextFile(
+    `${options.home}/config.toml`,
+    [
+      'model = "gpt-5.5"',
+      'model_provider = "fake"',
+      ...(options.otel ? ["[otel]", ...options.otel] : []),
+      "[model_providers.fake]",
+      'name = "fake"',
+      `base_url = "${options.model.baseUrl}"`,
+      'wire_api = "responses"',
+      'env_key = "FAKE_MODEL_KEY"',
+    ].join("\n") + "\n",
+  );
+  const run = await new Deno.Command(options.codex, {
+    args: ["exec", "--skip-git-repo-check", "-C", options.ws, "do the scripted work"],
+    env: {
+      CODEX_HOME: options.home,
+      FAKE_MODEL_KEY: "test-key",
+      CODEX_EXEC_SERVER_URL: options.serverUrl,
+    },
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (run.code !== 0) {
+    throw new Error(
+      `codex exec exited ${run.code}: ${new TextDecoder().decode(run.stderr).slice(-2000)}`,
+    );
+  }
+}

@@ -6,7 +6,7 @@
 
 import { assert, assertEquals } from "../helpers/assert.ts";
 import { type OtlpPoint, startOtlpReceiver } from "../helpers/otlp.ts";
-import { fakeModel } from "../helpers/fake_model.ts";
+import { codexExecOnce, fakeModel } from "../helpers/fake_model.ts";
 import { referenceBin, scratchRoot } from "../helpers/reference.ts";
 import { startWsServer } from "../helpers/ws_server.ts";
 import { freePort } from "../helpers/wire_client.ts";
@@ -40,32 +40,16 @@ async function codexPush(): Promise<OtlpPoint[]> {
     await using rx = startOtlpReceiver();
     await using model = fakeModel([{ call: "exec_command", cmd: "echo hi" }, { message: "done" }]);
     await using server = await startWsServer("ours", {});
-    await Deno.writeTextFile(
-      `${base}/home/config.toml`,
-      [
-        'model = "gpt-5.5"',
-        'model_provider = "fake"',
-        "[otel]",
+    await codexExecOnce({
+      codex: referenceBin()!,
+      home: `${base}/home`,
+      ws: `${base}/ws`,
+      model,
+      serverUrl: server.url,
+      otel: [
         `metrics_exporter = { otlp-http = { endpoint = "${rx.url}/v1/metrics", protocol = "json" } }`,
-        "[model_providers.fake]",
-        'name = "fake"',
-        `base_url = "${model.baseUrl}"`,
-        'wire_api = "responses"',
-        'env_key = "FAKE_MODEL_KEY"',
-      ].join("\n") + "\n",
-    );
-    const run = await new Deno.Command(referenceBin()!, {
-      args: ["exec", "--skip-git-repo-check", "-C", `${base}/ws`, "do the scripted work"],
-      env: {
-        CODEX_HOME: `${base}/home`,
-        FAKE_MODEL_KEY: "test-key",
-        CODEX_EXEC_SERVER_URL: server.url,
-      },
-      stdin: "null",
-      stdout: "null",
-      stderr: "piped",
-    }).output();
-    assertEquals(run.code, 0, new TextDecoder().decode(run.stderr).slice(-2000));
+      ],
+    });
     // Pushed at exit.
     return await rx.waitFor((p) => p.some((x) => x.name === NAME), 30_000);
   } finally {

@@ -13,6 +13,10 @@ import { eventually, ourStdioCommand, spawnCommandServer } from "../helpers/wire
 import { metricsWorkload } from "../helpers/metrics_workload.ts";
 import { startProcess } from "../helpers/wire_client.ts";
 import { httpOrigin } from "../helpers/proxy.ts";
+import { codexExecOnce, fakeModel } from "../helpers/fake_model.ts";
+import { scratchRoot } from "../helpers/reference.ts";
+import { startWsServer } from "../helpers/ws_server.ts";
+import { sandboxSupport } from "../../src/sandbox/bwrap.ts";
 
 type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean };
 type KeyValue = { key: string; value: AnyValue };
@@ -200,4 +204,80 @@ Deno.test("traces settings: trace_exporter and exporter as Codex writes them, el
   }
   assert(message.startsWith("[otel] trace_exporter: only { otlp-http"), message);
   assert(message.includes("…/v1/traces"), message);
+});
+
+/** The process events a server pushes while `codex exec` has it run a write its sandbox refuses. */
+async function deniedWriteEvents(kind: "ours" | "reference"): Promise<string[]> {
+  const base = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "denied-events-" });
+  try {
+    await Deno.mkdir(`${base}/ws`);
+    await Deno.mkdir(`${base}/home`);
+    await Deno.mkdir(`${base}/server-home`);
+    await using rx = startOtlpReceiver();
+    await Deno.writeTextFile(
+      `${base}/server-home/config.toml`,
+      `[otel]\nexporter = { otlp-http = { endpoint = "${rx.url}/v1/logs", protocol = "json" } }\n`,
+    );
+    await using model = fakeModel([
+      { call: "exec_command", cmd: "echo x > written.txt" },
+      { message: "done" },
+    ]);
+    {
+      await using server = await startWsServer(kind, {
+        env: { CODEX_HOME: `${base}/server-home` },
+      });
+      await codexExecOnce({
+        codex: referenceBin()!,
+        home: `${base}/home`,
+        ws: `${base}/ws`,
+        model,
+        serverUrl: server.url,
+      });
+    }
+    const events = () =>
+      (rx.bodies.get("/v1/logs") ?? []).flatMap((b) =>
+        (b as {
+          resourceLogs: Array<
+            { scopeLogs: Array<{ logRecords: Array<{ attributes: KeyValue[] }> }> }
+          >;
+        })
+          .resourceLogs.flatMap((r) => r.scopeLogs.flatMap((s) => s.logRecords))
+      ).map((l) => attrs(l.attributes)).filter((a) => "event.name" in a);
+    assert(
+      await eventually(
+        () => events().some((e) => e["event.name"]?.endsWith("process_exit")),
+        30_000,
+      ),
+      `${kind}: no process events`,
+    );
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+    return events().map((e) =>
+      JSON.stringify(
+        Object.fromEntries(
+          Object.entries(e).map((
+            [k, v],
+          ) => [k, k === "conversation.id" && uuid.test(v) ? "UUID" : v]),
+        ),
+      )
+    );
+  } finally {
+    await Deno.remove(base, { recursive: true });
+  }
+}
+
+Deno.test({
+  name:
+    "traces: codex exec's denied write — process_start, sandbox_denied and process_exit with the conversation and tool call, as the reference reports them",
+  ignore: referenceBin() === null || !sandboxSupport().available,
+  async fn() {
+    const ours = await deniedWriteEvents("ours");
+    const reference = await deniedWriteEvents("reference");
+    assertEquals(ours, reference);
+    const common = '"conversation.id":"UUID","tool.call_id":"call_0","sandbox.type":"LinuxSeccomp"';
+    assertEquals(ours, [
+      `{"event.name":"codex.exec_server.process_start",${common}}`,
+      `{"event.name":"codex.exec_server.sandbox_denied",${common},"reason":"inferred_denial"}`,
+      `{"event.name":"codex.exec_server.process_exit",${common},"process.exit_code":"1","process.termination_requested":"false"}`,
+    ]);
+  },
 });

@@ -386,7 +386,7 @@ async function launchChild(
     });
   } catch (error) {
     if (error instanceof SpawnError) {
-      server.execTelemetry?.processSpawnFailed(sandbox !== null);
+      server.execTelemetry?.processSpawnFailed(sandbox !== null, p.metadata);
       throw startError(error.message, error.kind, error, error.detail);
     }
     throw error;
@@ -417,12 +417,12 @@ async function launchChild(
   const metrics = server.metrics;
   const startedAt = metrics ? performance.now() : 0;
   metrics?.processStarted();
-  const reported = server.execTelemetry?.processStarted(p.processId, sandbox !== null);
+  const reported = server.execTelemetry?.processStarted(p.processId, sandbox !== null, p.metadata);
   // Its pipes' buffers are freed when it ends: give them back then.
   process.finished.then(() => {
     server.trimmer.note();
     metrics?.processFinished(process.exitCode, (performance.now() - startedAt) / 1000);
-    reported?.finished(process.exitCode, process.terminationRequested);
+    reported?.finished(process.exitCode, process.terminationRequested, process.sandboxDenied);
   });
   server.logger.debug("process.started", {
     sessionId: session.id,
