@@ -1,0 +1,193 @@
+// Data coming in, side by side: `fs/writeFile` of 32 MiB whole, `fs/open` +
+// `fs/writeBlock` of 256 MiB in 1 MiB blocks, and `process/write` of 256 MiB
+// to `cat > /dev/null` in 1 MiB and 4 MiB chunks — over stdio, ours and the
+// reference alternated per round. Reports throughput (MiB/s of payload,
+// from the first byte sent to the last answer) and server CPU per GiB, the
+// medians, and ours/reference. Requests are pipelined up to 4 in flight (a
+// client that waits for each answer measures its own round trips). Both
+// servers bound a stdio line at 64 MiB (a 64 MiB file's base64 is ~85 MiB:
+// both close the connection), and a block at 1 MiB (the protocol's limit).
+//
+//   deno run -A bench/upload_bench.ts [--rounds 5] [--reference PATH] [--only writefile,writeblock,write1m,write4m]
+
+import { cache, cpu, median, type Server, startServers } from "./helpers.ts";
+
+const args = Deno.args;
+const flag = (name: string) => {
+  const at = args.indexOf(`--${name}`);
+  return at >= 0 ? args[at + 1] : undefined;
+};
+const rounds = Number(flag("rounds") ?? 5) || 5;
+const reference = flag("reference") ?? Deno.env.get("CODEX_REFERENCE_BIN") ?? null;
+const only = flag("only")?.split(",");
+const MiB = 1024 * 1024;
+
+/** A chunk of `size` bytes of varied content, as base64 (built once per size). */
+const payloads = new Map<number, string>();
+function payload(size: number): string {
+  let text = payloads.get(size);
+  if (text === undefined) {
+    const bytes = new Uint8Array(size);
+    for (let i = 0; i < size; i += 65536) crypto.getRandomValues(bytes.subarray(i, i + 65536));
+    text = bytes.toBase64();
+    payloads.set(size, text);
+  }
+  return text;
+}
+
+/** Sends `count` requests made by `make(i)`, at most `window` unanswered; fails on an error answer. */
+async function pipelined(
+  s: Server,
+  count: number,
+  window: number,
+  make: (i: number) => [string, Record<string, unknown>],
+): Promise<void> {
+  const inFlight = new Set<Promise<void>>();
+  for (let i = 0; i < count; i++) {
+    const [method, params] = make(i);
+    const p: Promise<void> = s.request(method, params).then((answer) => {
+      inFlight.delete(p);
+      if ("error" in answer) {
+        throw new Error(`${s.name} ${method}: ${JSON.stringify(answer.error)}`);
+      }
+    });
+    inFlight.add(p);
+    if (inFlight.size >= window) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+}
+
+interface Workload {
+  readonly name: string;
+  /** Payload bytes moved. */
+  readonly bytes: number;
+  /** Set-up not measured; returns the measured run and its clean-up. */
+  prepare(s: Server, round: number): Promise<{ run(): Promise<void>; done(): Promise<void> }>;
+}
+
+const dir = () => Deno.makeTempDirSync({ dir: cache, prefix: "upload-" });
+
+const processWrite = (chunk: number): Workload => ({
+  name: `write${chunk / MiB}m`,
+  bytes: 256 * MiB,
+  async prepare(s, round) {
+    const id = `cat-${chunk}-${round}`;
+    const started = await s.request("process/start", {
+      processId: id,
+      argv: ["/bin/sh", "-c", "cat > /dev/null"],
+      cwd: "file:///",
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+      pipeStdin: true,
+    });
+    if ("error" in started) throw new Error(`${s.name}: ${JSON.stringify(started.error)}`);
+    const data = payload(chunk);
+    return {
+      run: () =>
+        pipelined(s, (256 * MiB) / chunk, 4, (i) => [
+          "process/write",
+          { processId: id, chunk: data, writeId: `w${i}` },
+        ]),
+      done: async () => {
+        await s.request("process/terminate", { processId: id });
+      },
+    };
+  },
+});
+
+const all: Workload[] = [
+  {
+    name: "writefile",
+    bytes: 32 * MiB,
+    prepare(s) {
+      const d = dir();
+      const data = payload(32 * MiB);
+      return Promise.resolve({
+        run: async () => {
+          const answer = await s.request("fs/writeFile", {
+            path: `file://${d}/whole.bin`,
+            dataBase64: data,
+          });
+          if ("error" in answer) throw new Error(`${s.name}: ${JSON.stringify(answer.error)}`);
+        },
+        done: () => Deno.remove(d, { recursive: true }),
+      });
+    },
+  },
+  {
+    name: "writeblock",
+    bytes: 256 * MiB,
+    async prepare(s, round) {
+      const d = dir();
+      const handleId = `h${round}`;
+      const opened = await s.request("fs/open", {
+        handleId,
+        path: `file://${d}/blocks.bin`,
+        mode: "replace",
+      });
+      if ("error" in opened) throw new Error(`${s.name}: ${JSON.stringify(opened.error)}`);
+      const data = payload(MiB);
+      return {
+        run: async () => {
+          await pipelined(s, 256, 4, (i) => [
+            "fs/writeBlock",
+            { handleId, offset: i * MiB, chunk: data },
+          ]);
+          const closed = await s.request("fs/close", { handleId });
+          if ("error" in closed) throw new Error(`${s.name}: ${JSON.stringify(closed.error)}`);
+        },
+        done: () => Deno.remove(d, { recursive: true }),
+      };
+    },
+  },
+  processWrite(1 * MiB),
+  processWrite(4 * MiB),
+];
+const workloads = all.filter((w) => !only || only.includes(w.name));
+
+const servers = await startServers(reference, "upload-bench");
+const results = new Map<string, { rate: number[]; cpu: number[] }>();
+try {
+  for (const w of workloads) {
+    for (let round = 0; round < rounds; round++) {
+      // Alternate who goes first.
+      const order = round % 2 === 0 ? servers : [...servers].reverse();
+      for (const s of order) {
+        const { run, done } = await w.prepare(s, round);
+        const [before] = cpu(s.child.pid);
+        const t0 = performance.now();
+        await run();
+        const seconds = (performance.now() - t0) / 1000;
+        const [after] = cpu(s.child.pid);
+        await done();
+        const key = `${s.name} ${w.name}`;
+        const r = results.get(key) ?? { rate: [], cpu: [] };
+        r.rate.push(w.bytes / MiB / seconds);
+        r.cpu.push((after - before) / (w.bytes / (1024 * MiB)));
+        results.set(key, r);
+      }
+    }
+  }
+} finally {
+  for (const s of servers) await s.close();
+}
+for (const w of workloads) {
+  const ours = results.get(`ours ${w.name}`)!;
+  console.log(
+    `ours/stdio  ${w.name.padEnd(10)} ${median(ours.rate).toFixed(1)} MiB/s  ${
+      median(ours.cpu).toFixed(2)
+    } s/GiB`,
+  );
+  const ref = results.get(`reference ${w.name}`);
+  if (!ref) continue;
+  console.log(
+    `ref/stdio   ${w.name.padEnd(10)} ${median(ref.rate).toFixed(1)} MiB/s  ${
+      median(ref.cpu).toFixed(2)
+    } s/GiB`,
+  );
+  console.log(
+    `ours/ref    ${w.name.padEnd(10)} ${
+      (median(ours.rate) / median(ref.rate)).toFixed(2)
+    }x throughput  ${(median(ours.cpu) / median(ref.cpu)).toFixed(2)}x cpu`,
+  );
+}
