@@ -9,9 +9,7 @@
  */
 
 import { MetricSet, type Series } from "./aggregate.ts";
-import { REQUESTS } from "../protocol/spec.ts";
-
-const KNOWN_METHODS: ReadonlySet<string> = new Set(Object.keys(REQUESTS));
+import { methodLabel } from "./method_label.ts";
 
 /**
  * A client's requests (`connect({ metrics })`).
@@ -35,7 +33,7 @@ export class ExecClientMetrics {
 
   /** A request is attempted. */
   request(method: string): void {
-    const label = KNOWN_METHODS.has(method) ? method : "unknown";
+    const label = methodLabel(method);
     this.requests.cell(label, () => ({ method: label })).value++;
   }
 }

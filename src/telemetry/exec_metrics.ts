@@ -18,7 +18,9 @@
  */
 
 import { MetricSet, type MetricsProducer } from "./aggregate.ts";
-import { REQUESTS } from "../protocol/spec.ts";
+import { methodLabel } from "./method_label.ts";
+
+export { methodLabel };
 
 export {
   DURATION_BOUNDS_SECONDS,
@@ -59,12 +61,6 @@ export interface RemoteMetrics {
 }
 
 const TRANSPORTS: readonly MetricsTransport[] = ["websocket", "relay", "stdio"];
-const KNOWN_METHODS: ReadonlySet<string> = new Set(Object.keys(REQUESTS));
-
-/** A method name as a label: the protocol's own, anything else `unknown`. */
-export function methodLabel(method: string): string {
-  return KNOWN_METHODS.has(method) ? method : "unknown";
-}
 
 /** Timings of one request, in seconds (see {@linkcode ExecServerMetrics.request}). */
 export interface RequestTimings {
