@@ -88,6 +88,17 @@ function reconnectReason(info: WebSocketCloseInfo): ReconnectReason {
   return info.wasClean || info.code !== 1006 ? "peer_close" : "read_error";
 }
 
+/** Runs `call` inside `tracing`'s CLIENT span `name` (see `RemoteTracing`), or just runs it. */
+function traced<T>(
+  tracing: RemoteTracing | null | undefined,
+  name: string,
+  attributes: Readonly<Record<string, string>>,
+  call: () => Promise<T>,
+  withResult = true,
+): Promise<T> {
+  return tracing ? tracing.clientSpan(name, attributes, call, withResult) : call();
+}
+
 /** Runs `attempt`, reporting its outcome and duration to `report`. */
 async function measured<T>(
   report: ((result: "success" | "error", seconds: number) => void) | undefined,
@@ -161,14 +172,13 @@ export class RemoteExecutor implements AsyncDisposable {
         metrics ? (result, seconds) => metrics.registration(result, seconds) : undefined,
         () => registerExecutor(options.registry, options.environmentId, identity.publicKey),
       );
-    const tracing = options.tracing;
-    if (!tracing) return await register();
-    const registration = await tracing.clientSpan(
+    const registration = await traced(
+      options.tracing,
       "codex.exec_server.remote.register",
       {},
       register,
     );
-    tracing.executor({
+    options.tracing?.executor({
       environmentId: registration.environmentId,
       registrationId: registration.executorRegistrationId,
     });
@@ -222,7 +232,6 @@ export class RemoteExecutor implements AsyncDisposable {
     while (!this.#closed) {
       let channel: WebSocketChannel;
       const metrics = this.#options.metrics;
-      const tracing = this.#options.tracing;
       const request = requestId();
       const dial = () =>
         measured(
@@ -238,13 +247,12 @@ export class RemoteExecutor implements AsyncDisposable {
             }),
         );
       try {
-        channel = tracing
-          ? await tracing.clientSpan(
-            "codex.exec_server.remote.rendezvous.connect",
-            { request_id: request },
-            dial,
-          )
-          : await dial();
+        channel = await traced(
+          this.#options.tracing,
+          "codex.exec_server.remote.rendezvous.connect",
+          { request_id: request },
+          dial,
+        );
       } catch (error) {
         const status = error instanceof WebSocketHandshakeError ? error.status ?? 0 : 0;
         this.#logger.warn("remote.connect_failed", { status, error: (error as Error).message });
@@ -395,18 +403,16 @@ export class RemoteExecutor implements AsyncDisposable {
           },
           (why) => this.#logger.info("remote.harness_refused", { stream: id, ...why }),
         );
-      const tracing = this.#options.tracing;
-      const verdict = tracing
-        ? await tracing.clientSpan(
-          "codex.exec_server.remote.environment_registry.validate_harness_key",
-          {
-            environment_id: this.#options.environmentId,
-            executor_registration_id: registration.executorRegistrationId,
-          },
-          validate,
-          false,
-        )
-        : await validate();
+      const verdict = await traced(
+        this.#options.tracing,
+        "codex.exec_server.remote.environment_registry.validate_harness_key",
+        {
+          environment_id: this.#options.environmentId,
+          executor_registration_id: registration.executorRegistrationId,
+        },
+        validate,
+        false,
+      );
       if (pending.cancelled) return;
       this.#pending--;
       if (verdict !== "valid") {
