@@ -412,7 +412,8 @@ export async function runServe(config: ServeConfig): Promise<number> {
   // Codex's configuration is parsed, and the telemetry SDKs loaded, only
   // when it (or a variable) asks for an OTLP push.
   const otlp = await requestedOtlp();
-  const tracing = otlp?.traces || otlp?.logs
+  // Closed last (declared first): the OTLP readers push what is left then.
+  await using tracing = otlp?.traces || otlp?.logs
     ? await (await import("../telemetry/tracing.ts")).startTracing(otlp)
     : null;
   // Spans per request: pushed as Codex configures it, else with
@@ -435,15 +436,9 @@ export async function runServe(config: ServeConfig): Promise<number> {
     async () => new (await import("../telemetry/exec_metrics.ts")).ExecServerMetrics(),
     { logger, settings: otlp },
   );
+  await using _metrics = measured?.telemetry;
   const metrics = measured?.metrics ?? null;
-  let proxy;
-  try {
-    proxy = await startManagedProxy(config, logger, metrics);
-  } catch (error) {
-    await measured?.telemetry.close();
-    await tracing?.close();
-    throw error;
-  }
+  const proxy = await startManagedProxy(config, logger, metrics);
   const server = new ExecServer({
     ...(proxy ? { managedNetwork: proxy } : {}),
     metrics,
@@ -510,8 +505,6 @@ export async function runServe(config: ServeConfig): Promise<number> {
     removeSignals();
     await server.close();
     await proxy?.shutdown();
-    await measured?.telemetry.close();
-    await tracing?.close();
   }
   return 0;
 }
