@@ -1,4 +1,4 @@
-// Data coming in, side by side: `fs/writeFile` of 32 MiB whole, `fs/open` +
+// Data coming in, side by side: `fs/writeFile` of 32 MiB whole (four, one after another), `fs/open` +
 // `fs/writeBlock` of 256 MiB in 1 MiB blocks, and `process/write` of 256 MiB
 // to `cat > /dev/null` in 1 MiB and 4 MiB chunks — over stdio, ours and the
 // reference alternated per round. Reports throughput (MiB/s of payload,
@@ -22,30 +22,34 @@ const reference = flag("reference") ?? Deno.env.get("CODEX_REFERENCE_BIN") ?? nu
 const only = flag("only")?.split(",");
 const MiB = 1024 * 1024;
 
-/** A chunk of `size` bytes of varied content, as base64 (built once per size). */
-const payloads = new Map<number, string>();
-function payload(size: number): string {
+/** A chunk of `size` bytes of varied content, as the ASCII bytes of its base64 (built once per size). */
+const payloads = new Map<number, Uint8Array>();
+function payload(size: number): Uint8Array {
   let text = payloads.get(size);
   if (text === undefined) {
     const bytes = new Uint8Array(size);
     for (let i = 0; i < size; i += 65536) crypto.getRandomValues(bytes.subarray(i, i + 65536));
-    text = bytes.toBase64();
+    text = new TextEncoder().encode(bytes.toBase64());
     payloads.set(size, text);
   }
   return text;
 }
 
-/** Sends `count` requests made by `make(i)`, at most `window` unanswered; fails on an error answer. */
+/**
+ * Sends `count` requests made by `make(i)` — method, params, and the member
+ * that carries `data` — at most `window` unanswered; fails on an error answer.
+ */
 async function pipelined(
   s: Server,
   count: number,
   window: number,
-  make: (i: number) => [string, Record<string, unknown>],
+  data: Uint8Array,
+  make: (i: number) => [string, Record<string, unknown>, string],
 ): Promise<void> {
   const inFlight = new Set<Promise<void>>();
   for (let i = 0; i < count; i++) {
-    const [method, params] = make(i);
-    const p: Promise<void> = s.request(method, params).then((answer) => {
+    const [method, params, member] = make(i);
+    const p: Promise<void> = s.requestWithPayload(method, params, member, data).then((answer) => {
       inFlight.delete(p);
       if ("error" in answer) {
         throw new Error(`${s.name} ${method}: ${JSON.stringify(answer.error)}`);
@@ -84,9 +88,10 @@ const processWrite = (chunk: number): Workload => ({
     const data = payload(chunk);
     return {
       run: () =>
-        pipelined(s, (256 * MiB) / chunk, 4, (i) => [
+        pipelined(s, (256 * MiB) / chunk, 4, data, (i) => [
           "process/write",
-          { processId: id, chunk: data, writeId: `w${i}` },
+          { processId: id, writeId: `w${i}` },
+          "chunk",
         ]),
       done: async () => {
         await s.request("process/terminate", { processId: id });
@@ -98,18 +103,17 @@ const processWrite = (chunk: number): Workload => ({
 const all: Workload[] = [
   {
     name: "writefile",
-    bytes: 32 * MiB,
+    bytes: 4 * 32 * MiB,
     prepare(s) {
       const d = dir();
       const data = payload(32 * MiB);
       return Promise.resolve({
-        run: async () => {
-          const answer = await s.request("fs/writeFile", {
-            path: `file://${d}/whole.bin`,
-            dataBase64: data,
-          });
-          if ("error" in answer) throw new Error(`${s.name}: ${JSON.stringify(answer.error)}`);
-        },
+        run: () =>
+          pipelined(s, 4, 1, data, (i) => [
+            "fs/writeFile",
+            { path: `file://${d}/whole-${i}.bin` },
+            "dataBase64",
+          ]),
         done: () => Deno.remove(d, { recursive: true }),
       });
     },
@@ -129,9 +133,10 @@ const all: Workload[] = [
       const data = payload(MiB);
       return {
         run: async () => {
-          await pipelined(s, 256, 4, (i) => [
+          await pipelined(s, 256, 4, data, (i) => [
             "fs/writeBlock",
-            { handleId, offset: i * MiB, chunk: data },
+            { handleId, offset: i * MiB },
+            "chunk",
           ]);
           const closed = await s.request("fs/close", { handleId });
           if ("error" in closed) throw new Error(`${s.name}: ${JSON.stringify(closed.error)}`);

@@ -6,6 +6,7 @@
 
 import { quickStat } from "./quick_meta.ts";
 import { writeFileAtomic } from "./atomic.ts";
+import { SpareBuffer } from "../util/spare_buffer.ts";
 import { checkNoSymlinks, errnoError, FsError, fsError, notAFile, withFsErrors } from "./errors.ts";
 
 /** The largest file `fs/readFile` returns (512 MiB). */
@@ -53,47 +54,29 @@ export async function readFileChecked(path: string, options: ReadFileOptions): P
   }
 }
 
-/** Files from this size on are read into a buffer that is used again. */
-const REUSE_FROM = 1024 * 1024;
-/** The buffer of the last large read given back, for the next one (cleared by a full collection). */
-let spare: WeakRef<ArrayBuffer> | undefined;
-/** Buffers of large reads whose bytes have not been given back. */
-const lent = new WeakSet<ArrayBuffer>();
+/**
+ * The buffer of the last large read given back, for the next one: at most
+ * twice the size asked for (it is held until the reply is encoded).
+ */
+const readSpare = new SpareBuffer({ maxWaste: 2 });
 
 /**
- * A buffer for reading `size` bytes (and one more): the spare when it is
- * large enough, else a new one. A fresh 64 MiB buffer is 16 384 page faults
- * when the read fills it — most of the CPU of a large `fs/readFile` on a
- * virtual machine; a reused one is already in memory.
+ * A buffer for reading `size` bytes (and one more): a fresh 64 MiB buffer is
+ * 16 384 page faults when the read fills it — most of the CPU of a large
+ * `fs/readFile` on a virtual machine; a reused one is already in memory.
  */
 function readBuffer(size: number): Uint8Array {
-  if (size + 1 < REUSE_FROM) return new Uint8Array(size + 1);
-  const reused = spare?.deref();
-  let buffer: ArrayBuffer;
-  if (
-    reused !== undefined && reused.byteLength >= size + 1 && reused.byteLength <= 2 * (size + 1)
-  ) {
-    spare = undefined;
-    buffer = reused;
-  } else {
-    buffer = new ArrayBuffer(size + 1);
-  }
-  lent.add(buffer);
-  return new Uint8Array(buffer, 0, size + 1);
+  return readSpare.take(size + 1);
 }
 
 /**
  * Gives back the buffer of bytes {@linkcode readFileChecked} returned, once
  * nothing reads them any more (the reply that carried them is encoded): the
  * next large read may fill it. Bytes that did not come from a read, or were
- * given back already, are ignored. The spare is held weakly — a full
- * collection (the memory trimmer's, after a burst) lets it go.
+ * given back already, are ignored.
  */
 export function releaseReadBuffer(bytes: Uint8Array): void {
-  const buffer = bytes.buffer as ArrayBuffer;
-  if (!lent.delete(buffer)) return;
-  const current = spare?.deref();
-  if (current === undefined || current.byteLength < buffer.byteLength) spare = new WeakRef(buffer);
+  readSpare.give(bytes);
 }
 
 /**

@@ -141,6 +141,14 @@ export class Base64Part {
   toString(): string {
     return this.bytes.toBase64();
   }
+
+  /**
+   * The base64 text, for `JSON.stringify`: a value holding decoded input
+   * (see `large_message.ts`) serialises as the string that came in.
+   */
+  toJSON(): string {
+    return this.toString();
+  }
 }
 
 /** One piece of serialised JSON. */

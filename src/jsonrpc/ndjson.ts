@@ -11,7 +11,7 @@
  * @module
  */
 
-import { concatBytes } from "../util/bytes.ts";
+import { messageSpare, SPARE_FROM } from "../util/spare_buffer.ts";
 import type { ByteReader } from "../util/conn_io.ts";
 import {
   type CloseInfo,
@@ -24,6 +24,7 @@ import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink, ndjsonFraming } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
 import { strictUtf8Decoder } from "../util/utf8.ts";
+import { type Base64Members, decodeLargeMessage, LARGE_MESSAGE_BYTES } from "./large_message.ts";
 
 /** Default maximum line length: 64 MiB, newline excluded. */
 export const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
@@ -48,6 +49,11 @@ export interface NdjsonOptions {
    * can be reused.
    */
   readonly outputIsResource?: boolean;
+  /**
+   * Where a large message's base64 may be decoded straight from its bytes
+   * (see {@linkcode decodeLargeMessage}). Default: nowhere.
+   */
+  readonly base64Members?: Base64Members;
 }
 
 const NEWLINE = 0x0a;
@@ -60,13 +66,29 @@ function isBlank(line: Uint8Array): boolean {
   return true;
 }
 
+/** First size of the buffer an unfinished line is gathered in. */
+const FIRST_PENDING = 16 * 1024;
+/**
+ * What a long line's buffer reserves at once (capped by the limit): only the
+ * pages written cost, and the line is never copied to grow.
+ */
+const LONG_LINE_RESERVE = 64 * 1024 * 1024;
+
 /**
  * Splits a byte stream into lines without the `\n`, keeping at most
- * `maxLineBytes` of an unfinished line.
+ * `maxLineBytes` of an unfinished line. An unfinished line is gathered in
+ * one buffer (no list of pieces joined at the end) that doubles as it fills
+ * up to a megabyte, then reserves room for any line up to the limit; a long
+ * line's buffer is given back (`messageSpare`) for the next. A line handed
+ * to `onLine` is valid only until it returns — unless `onLine` takes its
+ * buffer with {@linkcode keep}.
  */
 export class LineSplitter {
-  #pending: Uint8Array[] = [];
+  #pending: Uint8Array | null = null;
   #pendingLength = 0;
+  /** The line being handed out is in the pending buffer. */
+  #lending = false;
+  #kept = false;
 
   /** Creates a splitter rejecting lines longer than `maxLineBytes`. */
   constructor(readonly maxLineBytes: number) {}
@@ -79,26 +101,45 @@ export class LineSplitter {
     let start = 0;
     let nl = chunk.indexOf(NEWLINE, start);
     while (nl !== -1) {
-      let line = chunk.subarray(start, nl);
+      const piece = chunk.subarray(start, nl);
       if (this.#pendingLength > 0) {
-        if (this.#pendingLength + line.length > this.maxLineBytes) return false;
-        line = concatBytes([...this.#pending, line], this.#pendingLength + line.length);
-        this.#pending = [];
-        this.#pendingLength = 0;
-      } else if (line.length > this.maxLineBytes) {
+        if (this.#pendingLength + piece.length > this.maxLineBytes) return false;
+        this.#append(piece);
+        const line = this.#pending!.subarray(0, this.#pendingLength);
+        this.#lending = true;
+        try {
+          onLine(line);
+        } finally {
+          this.#lending = false;
+          if (this.#kept) this.#forget();
+          else this.#release();
+        }
+      } else if (piece.length > this.maxLineBytes) {
         return false;
+      } else {
+        onLine(piece);
       }
-      onLine(line);
       start = nl + 1;
       nl = chunk.indexOf(NEWLINE, start);
     }
     if (start < chunk.length) {
       const rest = chunk.subarray(start);
       if (this.#pendingLength + rest.length > this.maxLineBytes) return false;
-      // Copy: the caller may reuse the chunk's buffer.
-      this.#pending.push(rest.slice());
-      this.#pendingLength += rest.length;
+      // Copied: the caller may reuse the chunk's buffer.
+      this.#append(rest);
     }
+    return true;
+  }
+
+  /**
+   * Called from `onLine`: the line's buffer becomes the caller's (who may
+   * overwrite it, and gives it back to `messageSpare` when done) — true
+   * when it can be, false for a line that is a view of the caller's own
+   * chunk (its buffer is the caller's next read).
+   */
+  keep(): boolean {
+    if (!this.#lending) return false;
+    this.#kept = true;
     return true;
   }
 
@@ -110,10 +151,39 @@ export class LineSplitter {
   /** Hands out the unfinished line (at end of input) and forgets it; `null` when none. */
   takeRest(): Uint8Array | null {
     if (this.#pendingLength === 0) return null;
-    const rest = concatBytes(this.#pending, this.#pendingLength);
-    this.#pending = [];
-    this.#pendingLength = 0;
+    const rest = this.#pending!.slice(0, this.#pendingLength);
+    this.#release();
     return rest;
+  }
+
+  #append(bytes: Uint8Array): void {
+    const length = this.#pendingLength + bytes.length;
+    let pending = this.#pending;
+    if (pending === null || length > pending.length) {
+      const doubled = Math.max(length, 2 * (pending?.length ?? FIRST_PENDING / 2));
+      const grown = messageSpare.takeAtLeast(
+        Math.min(this.maxLineBytes, doubled),
+        doubled < SPARE_FROM ? 0 : Math.min(this.maxLineBytes, LONG_LINE_RESERVE),
+      );
+      if (pending !== null) {
+        grown.set(pending.subarray(0, this.#pendingLength));
+        messageSpare.give(pending);
+      }
+      this.#pending = pending = grown;
+    }
+    pending.set(bytes, this.#pendingLength);
+    this.#pendingLength = length;
+  }
+
+  #release(): void {
+    if (this.#pending !== null) messageSpare.give(this.#pending);
+    this.#forget();
+  }
+
+  #forget(): void {
+    this.#pending = null;
+    this.#pendingLength = 0;
+    this.#kept = false;
   }
 }
 
@@ -131,6 +201,7 @@ export function ndjsonConnection(
   const prefix = options.parseErrorPrefix ?? `failed to parse JSON-RPC message from ${label}`;
   const maxLine = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const limits = options.jsonLimits ?? DEFAULT_JSON_LIMITS;
+  const members = options.base64Members;
   const latch = closeLatch();
   const decode = strictUtf8Decoder();
   const splitter = new LineSplitter(maxLine);
@@ -167,6 +238,13 @@ export function ndjsonConnection(
       if (violation !== null) return;
       if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
       if (isBlank(line)) return;
+      if (members !== undefined && line.length >= LARGE_MESSAGE_BYTES) {
+        const message = decodeLargeMessage(line, members, limits, decode, () => splitter.keep());
+        if (message !== null) {
+          ready.push(message);
+          return;
+        }
+      }
       let text: string;
       try {
         text = decode(line);

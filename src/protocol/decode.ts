@@ -12,7 +12,7 @@
  */
 
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
-import { describeJsonType } from "../jsonrpc/message.ts";
+import { Base64Part, describeJsonType } from "../jsonrpc/message.ts";
 
 /** A decoding failure; becomes a `-32602` error. */
 export class DecodeError extends RpcError {
@@ -363,12 +363,20 @@ export function decodeStrictBase64(s: string): Uint8Array | { problem: string } 
   return problem === null ? decodeBase64(s) : { problem };
 }
 
-/** A base64 `ByteChunk`, decoded to bytes. */
+/** A base64 `ByteChunk`, decoded to bytes (by the transport already, for a large one). */
 export const bytes: Decoder<Uint8Array> = (v, path) => {
+  if (v instanceof Base64Part) return v.bytes;
   const decoded = decodeStrictBase64(string(v, path));
   if (decoded instanceof Uint8Array) return decoded;
   throw new DecodeError(decoded.problem, path);
 };
+
+/**
+ * A base64 string validated later by its handler: the text as sent, or the
+ * bytes when the transport decoded a large one (valid by then).
+ */
+export const base64Text: Decoder<string | Uint8Array> = (v, path) =>
+  v instanceof Base64Part ? v.bytes : string(v, path);
 
 /**
  * Decodes `params` with `decoder`, mapping failures to `-32602` RpcErrors.

@@ -7,6 +7,7 @@
 
 import {
   array,
+  base64Text,
   boolean,
   bytes,
   type DecodedOf,
@@ -293,7 +294,7 @@ const fsReadFileParams = structOf(
 /** `fs/writeFile`. */
 const fsWriteFileParams = structOf("WriteFileParams", {
   path: pathUri,
-  dataBase64: string,
+  dataBase64: base64Text,
   followSymlinks,
   sandbox: optionalSandbox,
 });
@@ -483,7 +484,7 @@ export interface FsDecoded {
 /** How the server decodes and dispatches the family's requests. */
 export const fsRequests: RequestTable<FsMethods, FsDecoded> = {
   [FsMethod.FsReadFile]: { decode: fsReadFileParams },
-  [FsMethod.FsWriteFile]: { decode: fsWriteFileParams },
+  [FsMethod.FsWriteFile]: { decode: fsWriteFileParams, base64: "dataBase64" },
   [FsMethod.FsCreateDirectory]: { decode: fsCreateDirectoryParams },
   [FsMethod.FsGetMetadata]: { decode: fsGetMetadataParams },
   [FsMethod.FsCanonicalize]: { decode: fsCanonicalizeParams },
@@ -492,7 +493,7 @@ export const fsRequests: RequestTable<FsMethods, FsDecoded> = {
   [FsMethod.FsCopy]: { decode: fsCopyParams },
   [FsMethod.FsOpen]: { decode: fsOpenParams, orderedBy: "handleId" },
   [FsMethod.FsReadBlock]: { decode: fsReadBlockParams, orderedBy: "handleId" },
-  [FsMethod.FsWriteBlock]: { decode: fsWriteBlockParams, orderedBy: "handleId" },
+  [FsMethod.FsWriteBlock]: { decode: fsWriteBlockParams, orderedBy: "handleId", base64: "chunk" },
   [FsMethod.FsClose]: { decode: fsCloseParams, lane: "control", orderedBy: "handleId" },
   [FsMethod.FsWalk]: { decode: fsWalkParams },
   [FsMethod.FsWatchMissing]: { decode: fsWatchMissingParams },

@@ -163,7 +163,7 @@ export interface HttpDecoded {
 
 /** How the server decodes and dispatches the family's requests. */
 export const httpRequests: RequestTable<HttpMethods, HttpDecoded> = {
-  [HttpMethod.HttpRequest]: { decode: httpRequestParams },
+  [HttpMethod.HttpRequest]: { decode: httpRequestParams, base64: "bodyBase64" },
   [HttpMethod.HttpPauseBody]: { decode: httpBodyFlowParams, lane: "control" },
   [HttpMethod.HttpResumeBody]: { decode: httpBodyFlowParams, lane: "control" },
   [HttpMethod.HttpCancelBody]: { decode: httpBodyFlowParams, lane: "control" },

@@ -478,7 +478,11 @@ export interface ProcessDecoded {
 export const processRequests: RequestTable<ProcessMethods, ProcessDecoded> = {
   [ProcessMethod.ProcessStart]: { decode: processStartParams, orderedBy: "processId" },
   [ProcessMethod.ProcessRead]: { decode: processReadParams, orderedBy: "processId" },
-  [ProcessMethod.ProcessWrite]: { decode: processWriteParams, orderedBy: "processId" },
+  [ProcessMethod.ProcessWrite]: {
+    decode: processWriteParams,
+    orderedBy: "processId",
+    base64: "chunk",
+  },
   [ProcessMethod.ProcessSignal]: {
     decode: processSignalParams,
     lane: "control",

@@ -114,6 +114,16 @@ export const REQUESTS: { readonly [M in MethodName]: RequestRow<DecodedParams<M>
   ...httpRequests,
 };
 
+/**
+ * Each method's base64 params member (`base64` of its row), for the
+ * transports' decoding of large messages.
+ */
+export const BASE64_MEMBERS: ReadonlyMap<string, string> = new Map(
+  Object.entries(REQUESTS as Record<string, RequestRow<unknown>>).flatMap(([method, row]) =>
+    row.base64 === undefined ? [] : [[method, row.base64] as const]
+  ),
+);
+
 // Every name is a row, and every row a name.
 type Missing = Exclude<typeof Method[keyof typeof Method], MethodName>;
 type Extra = Exclude<MethodName, typeof Method[keyof typeof Method]>;

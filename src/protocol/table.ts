@@ -30,6 +30,12 @@ export interface RequestRow<Decoded> {
    * process or handle take effect in arrival order, across lanes.
    */
   readonly orderedBy?: "processId" | "handleId";
+  /**
+   * The params member whose string is base64 data: in a large message the
+   * transport may decode it straight from the bytes, and the decoder then
+   * meets a `Base64Part` there (`jsonrpc/large_message.ts`).
+   */
+  readonly base64?: string;
 }
 
 /**

@@ -8,6 +8,7 @@
 
 import type { CloseInfo } from "../jsonrpc/connection.ts";
 import { ndjsonConnection } from "../jsonrpc/ndjson.ts";
+import { BASE64_MEMBERS } from "../protocol/spec.ts";
 import type { ByteReader } from "../util/conn_io.ts";
 import type { ExecServer } from "./exec_server.ts";
 
@@ -31,6 +32,7 @@ export async function serveStdio(
       label: "stdio",
       parseErrorPrefix: "failed to parse JSON-RPC message from exec-server stdio",
       outputIsResource: options.output === undefined,
+      base64Members: BASE64_MEMBERS,
     },
   );
   return await server.serve(connection, "terminate");

@@ -36,6 +36,8 @@
  * @module
  */
 
+import { releaseSpares } from "./spare_buffer.ts";
+
 /** A full garbage collection, or null where V8 will not give one. */
 async function collector(): Promise<(() => void) | null> {
   try {
@@ -264,6 +266,8 @@ export class MemoryTrimmer {
     if (this.#trimFn === undefined) this.#trimFn = realTrim();
     const trim = this.#trimFn;
     if (!trim) return;
+    // The buffers kept for the next upload are what a quiet server can give back.
+    releaseSpares();
     this.#running = trim(collect).finally(() => {
       this.#running = null;
       const { rss: after, external } = this.#memory();
@@ -281,11 +285,12 @@ export class MemoryTrimmer {
     });
   }
 
-  /** Stops trimming and releases libc. */
+  /** Stops trimming, ends the spares' strong hold and releases libc. */
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    releaseSpares();
     await this.#running;
     this.#trimFn?.close?.();
     this.#trimFn = null;

@@ -6,6 +6,7 @@
  */
 
 import { RpcError } from "../../jsonrpc/errors.ts";
+import { releaseDecoded } from "../../jsonrpc/large_message.ts";
 import { FileHandleTable } from "../../fs/handles.ts";
 import { canonicalize, getMetadata, readDirectory } from "../../fs/metadata.ts";
 import { readFileChecked, releaseReadBuffer, writeFileChecked } from "../../fs/read_write.ts";
@@ -153,7 +154,7 @@ export const fsMethods: MethodTable = defineMethods({
   },
 
   [Method.FsWriteFile]: async (p, ctx) => {
-    const data = decodeStrictBase64(p.dataBase64);
+    const data = typeof p.dataBase64 === "string" ? decodeStrictBase64(p.dataBase64) : p.dataBase64;
     if (!(data instanceof Uint8Array)) {
       throw new RpcError(
         ErrorCode.InvalidRequest,
@@ -162,11 +163,15 @@ export const fsMethods: MethodTable = defineMethods({
     }
     const confined = inSandbox(ctx, p.sandbox, "write", Method.FsWriteFile, () => ({
       path: pathToUri(p.path),
-      dataBase64: p.dataBase64,
+      dataBase64: typeof p.dataBase64 === "string" ? p.dataBase64 : data.toBase64(),
       followSymlinks: p.followSymlinks,
     }));
     if (confined) return await confined;
-    await writeFileChecked(p.path, data, p.followSymlinks);
+    try {
+      await writeFileChecked(p.path, data, p.followSymlinks);
+    } finally {
+      releaseDecoded(data);
+    }
     return {};
   },
 
@@ -277,7 +282,11 @@ export const fsMethods: MethodTable = defineMethods({
         chunk: p.chunk.toBase64(),
       });
     }
-    await ctx.connection.resources.use(HANDLES).writeBlock(p.handleId, p.offset, p.chunk);
+    try {
+      await ctx.connection.resources.use(HANDLES).writeBlock(p.handleId, p.offset, p.chunk);
+    } finally {
+      releaseDecoded(p.chunk);
+    }
     return {};
   },
 

@@ -7,6 +7,7 @@
  */
 
 import type { RpcError } from "../../jsonrpc/errors.ts";
+import { releaseDecoded } from "../../jsonrpc/large_message.ts";
 import { StdinWriteError } from "../../process/managed_process.ts";
 import { internalError, invalidParams, invalidRequest } from "../../protocol/errors.ts";
 import { Method } from "../../protocol/methods.ts";
@@ -100,6 +101,9 @@ export function processMethods(starter: ChildStarter = defaultStarter): MethodTa
       } catch (error) {
         if (error instanceof StdinWriteError) throw internalError(error.message, error);
         throw error;
+      } finally {
+        // The pipe has them (or never will): the buffer may take the next upload.
+        releaseDecoded(p.chunk);
       }
     },
 

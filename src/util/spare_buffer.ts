@@ -1,0 +1,164 @@
+/**
+ * Large buffers kept for the next use of the same kind.
+ *
+ * A fresh multi-megabyte `ArrayBuffer` is zero-filled memory that the first
+ * writes fault in page by page: a 64 MiB one is 16 384 page faults, on a
+ * virtual machine most of the CPU of filling it. A buffer given back is
+ * kept (up to a few per kind: pipelined uploads hold several at once) and
+ * handed to the next request for that much. It is held weakly — a full
+ * collection lets it go, so what a quiet server holds does not grow — and,
+ * for spares made with `holdMs`, also strongly while the work goes on: a
+ * stream of uploads allocates enough outside the heap to make V8 collect
+ * between two of them. The strong hold ends `holdMs` after the last give,
+ * or sooner when the memory trimmer finds the server quiet
+ * ({@linkcode releaseSpares}, before its collection).
+ *
+ * @module
+ */
+
+/** Spares holding buffers strongly. */
+const holding = new Set<SpareBuffer>();
+
+/**
+ * Ends every spare's strong hold (the memory trimmer calls it before it
+ * collects): their buffers are garbage for that collection, unless taken.
+ */
+export function releaseSpares(): void {
+  for (const spare of holding) spare.releaseHold();
+}
+
+/** How long upload buffers are held strongly after their last use, unless the trimmer ends it. */
+export const SPARE_HOLD_MS = 5000;
+
+/** Buffers from this size on are worth keeping. */
+export const SPARE_FROM = 1024 * 1024;
+
+/** Options of {@linkcode SpareBuffer}. */
+export interface SpareBufferOptions {
+  /**
+   * A buffer is handed out for a request of `size` bytes only when it is at
+   * most this many times that (a buffer held for long should not be far
+   * larger than its contents). Default: any larger one.
+   */
+  readonly maxWaste?: number;
+  /** Buffers kept at once (the largest). Default 1. */
+  readonly count?: number;
+  /** Held strongly this long after each give (else only weakly). */
+  readonly holdMs?: number;
+}
+
+/** Spare buffers of one use (see the module documentation). */
+export class SpareBuffer {
+  #spares: WeakRef<ArrayBuffer>[] = [];
+  /** The spares, while held strongly. */
+  #held: ArrayBuffer[] = [];
+  #lastGive = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  /** Buffers handed out and not given back. */
+  #lent = new WeakSet<ArrayBuffer>();
+  readonly #maxWaste: number;
+  readonly #count: number;
+  readonly #holdMs: number | undefined;
+
+  /** Spares as `options` say. */
+  constructor(options: SpareBufferOptions = {}) {
+    this.#maxWaste = options.maxWaste ?? Infinity;
+    this.#count = options.count ?? 1;
+    this.#holdMs = options.holdMs;
+  }
+
+  /** Ends the strong hold (see {@linkcode releaseSpares}). */
+  releaseHold(): void {
+    this.#held = [];
+    holding.delete(this);
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /**
+   * `size` bytes (a view from the start of a spare, or of a new buffer;
+   * their contents are undefined).
+   */
+  take(size: number): Uint8Array {
+    return this.#take(size, false, size);
+  }
+
+  /**
+   * At least `size` bytes: all of a spare when one is taken, else a new
+   * buffer of `reserve` bytes (no more than `size` costs until written: the
+   * pages of a new buffer are made as they are first touched).
+   */
+  takeAtLeast(size: number, reserve = size): Uint8Array {
+    return this.#take(size, true, Math.max(size, reserve));
+  }
+
+  #take(size: number, whole: boolean, reserve: number): Uint8Array {
+    if (size < SPARE_FROM) return new Uint8Array(size);
+    let buffer: ArrayBuffer | undefined;
+    for (let i = 0; i < this.#spares.length; i++) {
+      const spare = this.#spares[i]!.deref();
+      if (spare === undefined) {
+        this.#spares.splice(i--, 1);
+      } else if (spare.byteLength >= size && spare.byteLength <= this.#maxWaste * size) {
+        this.#spares.splice(i, 1);
+        const held = this.#held.indexOf(spare);
+        if (held >= 0) this.#held.splice(held, 1);
+        buffer = spare;
+        break;
+      }
+    }
+    buffer ??= new ArrayBuffer(reserve);
+    this.#lent.add(buffer);
+    return new Uint8Array(buffer, 0, whole ? buffer.byteLength : size);
+  }
+
+  /**
+   * Gives back the buffer under `bytes` (from a take) once nothing reads it;
+   * kept when fewer than `count` are, or in place of a smaller one. Bytes
+   * of another buffer, or given back already, are ignored.
+   */
+  give(bytes: Uint8Array): void {
+    const buffer = bytes.buffer as ArrayBuffer;
+    if (!this.#lent.delete(buffer)) return;
+    this.#spares = this.#spares.filter((spare) => spare.deref() !== undefined);
+    if (this.#spares.length >= this.#count) {
+      let smallest = 0;
+      for (let i = 1; i < this.#spares.length; i++) {
+        if (this.#spares[i]!.deref()!.byteLength < this.#spares[smallest]!.deref()!.byteLength) {
+          smallest = i;
+        }
+      }
+      const dropped = this.#spares[smallest]!.deref()!;
+      if (dropped.byteLength >= buffer.byteLength) return;
+      this.#spares.splice(smallest, 1);
+      const held = this.#held.indexOf(dropped);
+      if (held >= 0) this.#held.splice(held, 1);
+    }
+    this.#spares.push(new WeakRef(buffer));
+    if (this.#holdMs === undefined) return;
+    this.#held.push(buffer);
+    this.#lastGive = performance.now();
+    holding.add(this);
+    this.#timer ??= this.#arm(this.#holdMs);
+  }
+
+  /** Ends the hold `holdMs` after the last give (looking again if one came meanwhile). */
+  #arm(ms: number): ReturnType<typeof setTimeout> {
+    const timer = setTimeout(() => {
+      this.#timer = undefined;
+      const left = this.#lastGive + this.#holdMs! - performance.now();
+      if (left > 0 && this.#held.length > 0) this.#timer = this.#arm(left);
+      else this.releaseHold();
+    }, ms);
+    // Never keeps the process alive by itself.
+    Deno.unrefTimer(timer);
+    return timer;
+  }
+}
+
+/**
+ * The spares of buffers that hold one whole incoming message (a long ndjson
+ * line, a fragmented WebSocket message) — and, once an upload's base64 is
+ * decoded in place, its bytes until the handler gives them back.
+ */
+export const messageSpare: SpareBuffer = new SpareBuffer({ count: 4, holdMs: SPARE_HOLD_MS });
