@@ -24,7 +24,7 @@ import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink, ndjsonFraming } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
 import { strictUtf8Decoder } from "../util/utf8.ts";
-import { type Base64Members, decodeLargeMessage, LARGE_MESSAGE_BYTES } from "./large_message.ts";
+import { decodeLargeMessage, LARGE_MESSAGE_BYTES } from "./large_message.ts";
 
 /** Default maximum line length: 64 MiB, newline excluded. */
 export const DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024;
@@ -53,7 +53,7 @@ export interface NdjsonOptions {
    * Where a large message's base64 may be decoded straight from its bytes
    * (see {@linkcode decodeLargeMessage}). Default: nowhere.
    */
-  readonly base64Members?: Base64Members;
+  readonly base64Members?: ReadonlyMap<string, string>;
 }
 
 const NEWLINE = 0x0a;
