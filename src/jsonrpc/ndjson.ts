@@ -11,7 +11,7 @@
  * @module
  */
 
-import { messageSpare, SPARE_FROM } from "../util/spare_buffer.ts";
+import { MessageBuffer } from "../util/spare_buffer.ts";
 import type { ByteReader } from "../util/conn_io.ts";
 import {
   type CloseInfo,
@@ -66,53 +66,45 @@ function isBlank(line: Uint8Array): boolean {
   return true;
 }
 
-/** First size of the buffer an unfinished line is gathered in. */
-const FIRST_PENDING = 16 * 1024;
-/**
- * What a long line's buffer reserves at once (capped by the limit): only the
- * pages written cost, and the line is never copied to grow.
- */
-const LONG_LINE_RESERVE = 64 * 1024 * 1024;
-
 /**
  * Splits a byte stream into lines without the `\n`, keeping at most
- * `maxLineBytes` of an unfinished line. An unfinished line is gathered in
- * one buffer (no list of pieces joined at the end) that doubles as it fills
- * up to a megabyte, then reserves room for any line up to the limit; a long
- * line's buffer is given back (`messageSpare`) for the next. A line handed
- * to `onLine` is valid only until it returns — unless `onLine` takes its
- * buffer with {@linkcode keep}.
+ * `maxLineBytes` of an unfinished line, gathered in one buffer
+ * ({@linkcode MessageBuffer}). A line handed to `onLine` is valid only
+ * until it returns — unless `onLine` takes its buffer with
+ * {@linkcode keep}.
  */
 export class LineSplitter {
-  #pending: Uint8Array | null = null;
-  #pendingLength = 0;
+  #pending: MessageBuffer;
   /** The line being handed out is in the pending buffer. */
   #lending = false;
   #kept = false;
 
   /** Creates a splitter rejecting lines longer than `maxLineBytes`. */
-  constructor(readonly maxLineBytes: number) {}
+  constructor(readonly maxLineBytes: number) {
+    this.#pending = new MessageBuffer(maxLineBytes);
+  }
 
   /**
    * Feeds `chunk`, calling `onLine` for every completed line. Returns false
    * (and stops) when a line exceeds the limit.
    */
   push(chunk: Uint8Array, onLine: (line: Uint8Array) => void): boolean {
+    const pending = this.#pending;
     let start = 0;
     let nl = chunk.indexOf(NEWLINE, start);
     while (nl !== -1) {
       const piece = chunk.subarray(start, nl);
-      if (this.#pendingLength > 0) {
-        if (this.#pendingLength + piece.length > this.maxLineBytes) return false;
-        this.#append(piece);
-        const line = this.#pending!.subarray(0, this.#pendingLength);
+      if (pending.length > 0) {
+        if (pending.length + piece.length > this.maxLineBytes) return false;
+        pending.append(piece);
         this.#lending = true;
         try {
-          onLine(line);
+          onLine(pending.view());
         } finally {
           this.#lending = false;
-          if (this.#kept) this.#forget();
-          else this.#release();
+          if (this.#kept) pending.forget();
+          else pending.release();
+          this.#kept = false;
         }
       } else if (piece.length > this.maxLineBytes) {
         return false;
@@ -124,9 +116,9 @@ export class LineSplitter {
     }
     if (start < chunk.length) {
       const rest = chunk.subarray(start);
-      if (this.#pendingLength + rest.length > this.maxLineBytes) return false;
+      if (pending.length + rest.length > this.maxLineBytes) return false;
       // Copied: the caller may reuse the chunk's buffer.
-      this.#append(rest);
+      pending.append(rest);
     }
     return true;
   }
@@ -145,45 +137,15 @@ export class LineSplitter {
 
   /** Bytes of an unfinished line held right now. */
   get pendingBytes(): number {
-    return this.#pendingLength;
+    return this.#pending.length;
   }
 
   /** Hands out the unfinished line (at end of input) and forgets it; `null` when none. */
   takeRest(): Uint8Array | null {
-    if (this.#pendingLength === 0) return null;
-    const rest = this.#pending!.slice(0, this.#pendingLength);
-    this.#release();
+    if (this.#pending.length === 0) return null;
+    const rest = this.#pending.view().slice();
+    this.#pending.release();
     return rest;
-  }
-
-  #append(bytes: Uint8Array): void {
-    const length = this.#pendingLength + bytes.length;
-    let pending = this.#pending;
-    if (pending === null || length > pending.length) {
-      const doubled = Math.max(length, 2 * (pending?.length ?? FIRST_PENDING / 2));
-      const grown = messageSpare.takeAtLeast(
-        Math.min(this.maxLineBytes, doubled),
-        doubled < SPARE_FROM ? 0 : Math.min(this.maxLineBytes, LONG_LINE_RESERVE),
-      );
-      if (pending !== null) {
-        grown.set(pending.subarray(0, this.#pendingLength));
-        messageSpare.give(pending);
-      }
-      this.#pending = pending = grown;
-    }
-    pending.set(bytes, this.#pendingLength);
-    this.#pendingLength = length;
-  }
-
-  #release(): void {
-    if (this.#pending !== null) messageSpare.give(this.#pending);
-    this.#forget();
-  }
-
-  #forget(): void {
-    this.#pending = null;
-    this.#pendingLength = 0;
-    this.#kept = false;
   }
 }
 

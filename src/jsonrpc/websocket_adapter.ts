@@ -14,7 +14,8 @@ import {
 import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
-import type { WebSocketChannel } from "../websocket/channel.ts";
+import { type AssembledMessage, RawText, type WebSocketChannel } from "../websocket/channel.ts";
+import { decodeLargeMessage, releaseDecoded } from "./large_message.ts";
 import { strictUtf8Decoder } from "../util/utf8.ts";
 
 /** Options for {@linkcode webSocketConnection}. */
@@ -32,6 +33,12 @@ export interface WebSocketConnectionOptions {
    * client default (tungstenite, which Codex uses).
    */
   readonly maxOutgoingBytes?: number;
+  /**
+   * Where a large message's base64 may be decoded straight from its bytes
+   * (see {@linkcode decodeLargeMessage}; the channel must be made with
+   * `rawTextFrom`). Default: nowhere.
+   */
+  readonly base64Members?: ReadonlyMap<string, string>;
 }
 
 /** The message size WebSocket peers are assumed to accept unless told otherwise. */
@@ -56,9 +63,25 @@ export function webSocketConnection(
     });
   });
 
-  const incoming = (value: string | Uint8Array | null): IncomingMessage | Promise<null> => {
+  const incoming = (value: AssembledMessage | null): IncomingMessage | Promise<null> => {
     // The end is reported once the channel has settled why.
     if (value === null) return channel.closed.then(() => null);
+    if (value instanceof RawText) {
+      const raw = value;
+      const members = options.base64Members;
+      const message = members === undefined
+        ? null
+        : decodeLargeMessage(raw.bytes, members, limits, decode, () => raw.owned);
+      if (message !== null) return message;
+      try {
+        value = decode(raw.bytes);
+      } catch {
+        // As for any text frame that is not UTF-8: the channel fails (1007).
+        return channel.failInvalidText().then(() => channel.closed).then(() => null);
+      } finally {
+        if (raw.owned && message === null) releaseDecoded(raw.bytes);
+      }
+    }
     if (typeof value !== "string") {
       try {
         value = decode(value);

@@ -18,6 +18,8 @@
 import type { Logger } from "../log/logger.ts";
 import type { Connection } from "../jsonrpc/connection.ts";
 import { webSocketConnection } from "../jsonrpc/websocket_adapter.ts";
+import { LARGE_MESSAGE_BYTES } from "../jsonrpc/large_message.ts";
+import { BASE64_MEMBERS } from "../protocol/spec.ts";
 import { acceptWebSocket, upgradeProblem, type WebSocketLimits } from "../websocket/handshake.ts";
 import { encodeResponse, HttpHeadError, readHead } from "../http1/head.ts";
 import { headReader } from "../http1/body.ts";
@@ -149,8 +151,14 @@ export function listenWebSocket(
       logger.info("ws.unauthorized", { peer: peerLabel, reason: denied });
       return respond(401, { "content-type": "text/plain; charset=utf-8" }, denied);
     }
-    const channel = await acceptWebSocket(conn, head, limits, true);
+    const channel = await acceptWebSocket(
+      conn,
+      head,
+      { rawTextFrom: LARGE_MESSAGE_BYTES, ...limits },
+      true,
+    );
     return webSocketConnection(channel, {
+      base64Members: BASE64_MEMBERS,
       label: `ws ${peerLabel}`,
       parseErrorPrefix:
         `failed to parse websocket JSON-RPC message from exec-server websocket ${peerLabel}`,

@@ -36,7 +36,7 @@
  * @module
  */
 
-import { releaseSpares } from "./spare_buffer.ts";
+import { releaseSpares, trimmerRunning } from "./spare_buffer.ts";
 
 /** A full garbage collection, or null where V8 will not give one. */
 async function collector(): Promise<(() => void) | null> {
@@ -177,6 +177,7 @@ export class MemoryTrimmer {
 
   /** Creates a trimmer (libc is opened at the first trim). */
   constructor(options: MemoryTrimmerOptions = {}) {
+    trimmerRunning(true);
     this.#quietMs = this.#baseQuietMs = options.quietMs ?? 500;
     this.#growth = options.growthBytes ?? 8 * 1024 * 1024;
     this.#collectGrowth = options.collectBytes ?? 32 * 1024 * 1024;
@@ -287,10 +288,10 @@ export class MemoryTrimmer {
 
   /** Stops trimming, ends the spares' strong hold and releases libc. */
   async close(): Promise<void> {
+    if (!this.#closed) trimmerRunning(false);
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    releaseSpares();
     await this.#running;
     this.#trimFn?.close?.();
     this.#trimFn = null;

@@ -7,7 +7,8 @@
  * kept (up to a few per kind: pipelined uploads hold several at once) and
  * handed to the next request for that much. It is held weakly — a full
  * collection lets it go, so what a quiet server holds does not grow — and,
- * for spares made with `holdMs`, also strongly while the work goes on: a
+ * for spares made with `holdMs` in a process whose memory trimmer runs,
+ * also strongly while the work goes on: a
  * stream of uploads allocates enough outside the heap to make V8 collect
  * between two of them. The strong hold ends `holdMs` after the last give,
  * or sooner when the memory trimmer finds the server quiet
@@ -18,6 +19,21 @@
 
 /** Spares holding buffers strongly. */
 const holding = new Set<SpareBuffer>();
+/** Memory trimmers running: strong holds only while one is (it ends them when quiet). */
+let trimmers = 0;
+
+/**
+ * Says a memory trimmer runs (true) or stopped (false): spares hold their
+ * buffers strongly only while one runs — a process without one (a client
+ * library) keeps them weakly, and has no timer of ours.
+ */
+export function trimmerRunning(running: boolean): void {
+  trimmers += running ? 1 : -1;
+  if (trimmers <= 0) {
+    trimmers = 0;
+    releaseSpares();
+  }
+}
 
 /**
  * Ends every spare's strong hold (the memory trimmer calls it before it
@@ -135,7 +151,7 @@ export class SpareBuffer {
       if (held >= 0) this.#held.splice(held, 1);
     }
     this.#spares.push(new WeakRef(buffer));
-    if (this.#holdMs === undefined) return;
+    if (this.#holdMs === undefined || trimmers === 0) return;
     this.#held.push(buffer);
     this.#lastGive = performance.now();
     holding.add(this);
@@ -162,3 +178,67 @@ export class SpareBuffer {
  * decoded in place, its bytes until the handler gives them back.
  */
 export const messageSpare: SpareBuffer = new SpareBuffer({ count: 4, holdMs: SPARE_HOLD_MS });
+
+/** First size of a {@linkcode MessageBuffer}. */
+const FIRST_MESSAGE_BUFFER = 16 * 1024;
+/**
+ * What a message buffer reserves at once past a megabyte (capped by its
+ * limit): only the pages written cost, and the message is not copied to grow.
+ */
+const LONG_MESSAGE_RESERVE = 64 * 1024 * 1024;
+
+/**
+ * One incoming message gathered piece by piece (a long line, a fragmented
+ * WebSocket message) in one buffer: doubling up to a megabyte, then room
+ * for any message up to `limit` at once; large buffers come from and go
+ * back to {@linkcode messageSpare}. No list of pieces joined at the end.
+ */
+export class MessageBuffer {
+  #buffer: Uint8Array | null = null;
+  #length = 0;
+
+  /** A buffer for messages of at most `limit` bytes (appends are checked by the caller). */
+  constructor(readonly limit: number) {}
+
+  /** Bytes gathered. */
+  get length(): number {
+    return this.#length;
+  }
+
+  /** Appends a copy of `bytes` (the caller may reuse them). */
+  append(bytes: Uint8Array): void {
+    const length = this.#length + bytes.length;
+    let buffer = this.#buffer;
+    if (buffer === null || length > buffer.length) {
+      const doubled = Math.max(length, 2 * (buffer?.length ?? FIRST_MESSAGE_BUFFER / 2));
+      const grown = messageSpare.takeAtLeast(
+        Math.min(this.limit, doubled),
+        doubled < SPARE_FROM ? 0 : Math.min(this.limit, LONG_MESSAGE_RESERVE),
+      );
+      if (buffer !== null) {
+        grown.set(buffer.subarray(0, this.#length));
+        messageSpare.give(buffer);
+      }
+      this.#buffer = buffer = grown;
+    }
+    buffer.set(bytes, this.#length);
+    this.#length = length;
+  }
+
+  /** The bytes gathered (a view, valid until the next append, release or forget). */
+  view(): Uint8Array {
+    return this.#buffer === null ? new Uint8Array(0) : this.#buffer.subarray(0, this.#length);
+  }
+
+  /** Empties it; the buffer goes back to the spares. */
+  release(): void {
+    if (this.#buffer !== null) messageSpare.give(this.#buffer);
+    this.forget();
+  }
+
+  /** Empties it, leaving the buffer to whoever took it (they give it back). */
+  forget(): void {
+    this.#buffer = null;
+    this.#length = 0;
+  }
+}

@@ -8,22 +8,42 @@
  * @module
  */
 
-import { concatBytes } from "../util/bytes.ts";
+import { MessageBuffer, messageSpare } from "../util/spare_buffer.ts";
 import { strictUtf8Decoder } from "../util/utf8.ts";
 import { CloseCode, type Frame, Opcode, WebSocketProtocolError } from "./frame.ts";
+
+/**
+ * A long text message's bytes, their UTF-8 not checked yet (a channel made
+ * with `rawTextFrom`): the consumer checks it — failing the channel with
+ * {@linkcode CloseCode.InvalidPayload} when it is not — and may skip
+ * building a string of it. `owned`: the bytes are the consumer's to
+ * overwrite and keep (given back to `messageSpare` when done); else they
+ * are valid until the next message is asked for.
+ */
+export class RawText {
+  /** Wraps a message's bytes. */
+  constructor(readonly bytes: Uint8Array, readonly owned: boolean) {}
+}
 
 /** One inbound data message: text, or binary bytes. */
 export type WebSocketMessage = string | Uint8Array;
 
+/** What the assembler hands out: a message, or a long text's bytes ({@linkcode RawText}). */
+export type AssembledMessage = WebSocketMessage | RawText;
+
 /** Turns data frames into messages (see the module documentation). */
 export class MessageAssembler {
-  #fragments: Uint8Array[] = [];
-  #fragmentBytes = 0;
+  #fragments: MessageBuffer;
   #fragmentOpcode = -1;
   #decode = strictUtf8Decoder();
 
-  /** An assembler of messages up to `maxMessageBytes`. */
-  constructor(readonly maxMessageBytes: number) {}
+  /**
+   * An assembler of messages up to `maxMessageBytes`; text messages of
+   * `rawTextFrom` bytes or more are handed out as {@linkcode RawText}.
+   */
+  constructor(readonly maxMessageBytes: number, readonly rawTextFrom = Infinity) {
+    this.#fragments = new MessageBuffer(maxMessageBytes);
+  }
 
   /** A text or binary frame that is a message on its own (not a fragment). */
   isWholeData(frame: Frame): boolean {
@@ -37,31 +57,42 @@ export class MessageAssembler {
    * {@linkcode WebSocketProtocolError} for an out-of-order frame, a message
    * over the limit, or invalid UTF-8.
    */
-  data(frame: Frame): WebSocketMessage | null {
+  data(frame: Frame): AssembledMessage | null {
     if (frame.opcode === Opcode.Continuation) {
       if (this.#fragmentOpcode === -1) {
         throw new WebSocketProtocolError(CloseCode.ProtocolError, "unexpected continuation frame");
       }
       this.#addFragment(frame.payload);
       if (!frame.fin) return null;
-      const total = concatBytes(this.#fragments, this.#fragmentBytes);
       const opcode = this.#fragmentOpcode;
-      this.#fragments = [];
-      this.#fragmentBytes = 0;
       this.#fragmentOpcode = -1;
-      return this.complete(opcode, total);
+      const total = this.#fragments.view();
+      if (opcode === Opcode.Text && total.length >= this.rawTextFrom) {
+        // The gathered buffer goes with the message.
+        this.#fragments.forget();
+        return new RawText(total, true);
+      }
+      // Copied out (a binary message is kept by its consumer; a text one is decoded).
+      try {
+        return this.complete(opcode, opcode === Opcode.Binary ? total.slice() : total);
+      } finally {
+        this.#fragments.release();
+      }
     }
     if (this.#fragmentOpcode !== -1) {
       throw new WebSocketProtocolError(CloseCode.ProtocolError, "expected a continuation frame");
     }
-    if (frame.fin) return this.complete(frame.opcode, frame.payload);
+    if (frame.fin) return this.complete(frame.opcode, frame.payload, frame.lent !== true);
     this.#fragmentOpcode = frame.opcode;
     this.#addFragment(frame.payload);
     return null;
   }
 
-  /** A whole message's payload as the message (limit and UTF-8 checked). */
-  complete(opcode: number, payload: Uint8Array): WebSocketMessage {
+  /**
+   * A whole message's payload as the message (limit and UTF-8 checked; a
+   * long text's bytes lent as {@linkcode RawText}).
+   */
+  complete(opcode: number, payload: Uint8Array, owned = false): AssembledMessage {
     if (payload.length > this.maxMessageBytes) {
       throw new WebSocketProtocolError(
         CloseCode.MessageTooBig,
@@ -69,10 +100,22 @@ export class MessageAssembler {
       );
     }
     if (opcode === Opcode.Binary) return payload;
+    if (payload.length >= this.rawTextFrom) return new RawText(payload, owned);
     try {
       return this.#decode(payload);
     } catch {
       throw new WebSocketProtocolError(CloseCode.InvalidPayload, "invalid UTF-8 in a text frame");
+    }
+  }
+
+  /** A {@linkcode RawText}'s text, null when it is not UTF-8 (its buffer given back when owned). */
+  text(raw: RawText): string | null {
+    try {
+      return this.#decode(raw.bytes);
+    } catch {
+      return null;
+    } finally {
+      if (raw.owned) messageSpare.give(raw.bytes);
     }
   }
 
@@ -93,14 +136,16 @@ export class MessageAssembler {
   }
 
   #addFragment(payload: Uint8Array): void {
-    this.#fragmentBytes += payload.length;
-    if (this.#fragmentBytes > this.maxMessageBytes) {
+    if (this.#fragments.length + payload.length > this.maxMessageBytes) {
+      this.#fragments.release();
       throw new WebSocketProtocolError(
         CloseCode.MessageTooBig,
         `message exceeds the limit of ${this.maxMessageBytes} bytes`,
       );
     }
-    this.#fragments.push(payload);
+    this.#fragments.append(payload);
+    // Copied: a large fragment's buffer may take the next frame.
+    messageSpare.give(payload);
   }
 }
 

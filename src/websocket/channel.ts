@@ -29,7 +29,12 @@ import {
   WebSocketProtocolError,
 } from "./frame.ts";
 import type { Framing } from "../util/framing.ts";
-import { MessageAssembler, type WebSocketMessage } from "./assembler.ts";
+import {
+  type AssembledMessage,
+  MessageAssembler,
+  RawText,
+  type WebSocketMessage,
+} from "./assembler.ts";
 import { type ByteDuplex, SocketIo } from "./socket_io.ts";
 import {
   closePayload,
@@ -39,7 +44,12 @@ import {
   textFraming,
 } from "./sender.ts";
 
-export { isValidCloseCode, type WebSocketMessage } from "./assembler.ts";
+export {
+  type AssembledMessage,
+  isValidCloseCode,
+  RawText,
+  type WebSocketMessage,
+} from "./assembler.ts";
 export { truncateUtf8 } from "./sender.ts";
 export type { ByteDuplex } from "./socket_io.ts";
 
@@ -76,6 +86,13 @@ export interface WebSocketChannelOptions {
    * for Deno sockets), so output buffers may be reused. Default false.
    */
   readonly reusableWrites?: boolean;
+  /**
+   * Text messages of this many bytes or more are handed out as their bytes
+   * ({@linkcode RawText}: UTF-8 checked by the consumer, who calls
+   * {@linkcode WebSocketChannel.failInvalidText} when it is not). Default:
+   * none.
+   */
+  readonly rawTextFrom?: number;
 }
 
 /** How a channel ended. */
@@ -122,7 +139,7 @@ export class WebSocketChannel {
   #inNext = false;
   #leftover: Uint8Array | undefined;
   /** The read in progress, if any (reads are serialised). */
-  #reading: Promise<WebSocketMessage | null> | null = null;
+  #reading: Promise<AssembledMessage | null> | null = null;
   /** Set once {@linkcode nextMessage} is used: that consumer drains at close. */
   #directConsumer = false;
   /** {@linkcode messages}, made on first use. */
@@ -153,7 +170,7 @@ export class WebSocketChannel {
     this.#pingIntervalMs = options.pingIntervalMs ?? 30_000;
     this.#pongTimeoutMs = options.pongTimeoutMs ?? 0;
     this.closed = new Promise((resolve) => (this.#resolveClosed = resolve));
-    this.#assembler = new MessageAssembler(this.maxMessageBytes);
+    this.#assembler = new MessageAssembler(this.maxMessageBytes, options.rawTextFrom);
     this.#limits = { masked: options.role === "client", maxFrameBytes: this.maxFrameBytes };
     this.#schedulePing();
   }
@@ -167,8 +184,19 @@ export class WebSocketChannel {
     return this.#messages ??= new ReadableStream<WebSocketMessage>({
       pull: async (controller) => {
         const message = await this.#nextMessage();
-        if (message === null) controller.close();
-        else controller.enqueue(message);
+        if (message === null) {
+          controller.close();
+        } else if (message instanceof RawText) {
+          const text = this.#assembler.text(message);
+          if (text === null) {
+            await this.failInvalidText();
+            controller.close();
+          } else {
+            controller.enqueue(text);
+          }
+        } else {
+          controller.enqueue(message);
+        }
       },
       cancel: () => this.close(CloseCode.GoingAway, "consumer cancelled"),
     }, { highWaterMark: 0 });
@@ -342,12 +370,12 @@ export class WebSocketChannel {
    * serialised (a call while another is pending waits for it). For a single
    * consumer in place of {@linkcode messages}, without its stream machinery.
    */
-  nextMessage(): WebSocketMessage | null | Promise<WebSocketMessage | null> {
+  nextMessage(): AssembledMessage | null | Promise<AssembledMessage | null> {
     this.#directConsumer = true;
     return this.#nextMessage();
   }
 
-  #nextMessage(): WebSocketMessage | null | Promise<WebSocketMessage | null> {
+  #nextMessage(): AssembledMessage | null | Promise<AssembledMessage | null> {
     if (this.#reading !== null) {
       const again = () => this.#nextMessage();
       return this.#reading.then(again, again);
@@ -356,7 +384,7 @@ export class WebSocketChannel {
     if (frame !== undefined && !this.#ended && this.#assembler.isWholeData(frame)) {
       // A complete data frame is waiting: no promise.
       try {
-        const message = this.#assembler.complete(frame.opcode, frame.payload);
+        const message = this.#assembler.complete(frame.opcode, frame.payload, frame.lent !== true);
         this.#pendingFrames.shift();
         return message;
       } catch { /* over the limit or invalid UTF-8: the general path fails the channel */ }
@@ -368,18 +396,18 @@ export class WebSocketChannel {
     return reading;
   }
 
-  async #next(): Promise<WebSocketMessage | null> {
+  async #next(): Promise<AssembledMessage | null> {
     this.#inNext = true;
     try {
       for (;;) {
         if (this.#ended) return null;
         while (this.#pendingFrames.length > 0) {
           const frame = this.#pendingFrames.shift()!;
-          let message: WebSocketMessage | null;
+          let message: AssembledMessage | null;
           try {
             // A whole data frame needs no await (control frames may write).
             message = this.#assembler.isWholeData(frame)
-              ? this.#assembler.complete(frame.opcode, frame.payload)
+              ? this.#assembler.complete(frame.opcode, frame.payload, frame.lent !== true)
               : await this.#handleFrame(frame);
           } catch (error) {
             if (await this.#failedOn(error)) return null;
@@ -419,6 +447,16 @@ export class WebSocketChannel {
     }
   }
 
+  /**
+   * Ends the channel as for a text message that is not UTF-8 (close code
+   * 1007): what a consumer of a {@linkcode RawText} does when its check fails.
+   */
+  async failInvalidText(): Promise<void> {
+    await this.#fail(
+      new WebSocketProtocolError(CloseCode.InvalidPayload, "invalid UTF-8 in a text frame"),
+    );
+  }
+
   /** Ends the channel on a protocol violation (its close code sent); false for other errors. */
   async #failedOn(error: unknown): Promise<boolean> {
     if (!(error instanceof WebSocketProtocolError)) return false;
@@ -427,7 +465,7 @@ export class WebSocketChannel {
   }
 
   /** Handles one frame; returns a completed data message, if any. */
-  async #handleFrame(frame: Frame): Promise<WebSocketMessage | null> {
+  async #handleFrame(frame: Frame): Promise<AssembledMessage | null> {
     switch (frame.opcode) {
       case Opcode.Ping:
         if (!this.#closeSent) {

@@ -9,6 +9,8 @@
  * @module
  */
 
+import { messageSpare, SPARE_FROM } from "../util/spare_buffer.ts";
+
 /** Frame opcodes. */
 export const Opcode = {
   Continuation: 0x0,
@@ -38,6 +40,8 @@ export interface Frame {
   readonly opcode: number;
   /** Unmasked payload. */
   readonly payload: Uint8Array;
+  /** The payload is a view of the pushed chunk (`lendText`), not the frame's own memory. */
+  readonly lent?: true;
 }
 
 /** A violation of the WebSocket protocol, with the close code to answer. */
@@ -205,8 +209,16 @@ export class PayloadPool {
   }
 }
 
+/**
+ * A payload buffer: from the pool, or for a large frame a spare one
+ * (`messageSpare`: the frame's consumer may give it back), or a new one.
+ */
 function allocatePayload(length: number, pool: PayloadPool | undefined): Uint8Array {
-  return pool?.take(length) ?? new Uint8Array(HEADROOM + length).subarray(HEADROOM);
+  return pool?.take(length) ??
+    (length >= SPARE_FROM
+      ? messageSpare.take(HEADROOM + length)
+      : new Uint8Array(HEADROOM + length))
+      .subarray(HEADROOM);
 }
 
 /**
@@ -287,7 +299,7 @@ export class FrameParser {
         ) {
           const payload = data.subarray(offset, offset + length);
           if (this.#masked) applyMask(payload, this.#mask);
-          frames.push({ fin: true, opcode: Opcode.Text, payload });
+          frames.push({ fin: true, opcode: Opcode.Text, payload, lent: true });
           offset += length;
           continue;
         }
