@@ -91,6 +91,8 @@ export {
   type WebSocketLimits,
 } from "./src/websocket/handshake.ts";
 export {
+  type AssembledMessage,
+  RawText,
   type WebSocketChannel,
   type WebSocketChannelOptions,
   type WebSocketCloseInfo,
