@@ -17,22 +17,185 @@ export function cpu(pid: number): [number, number] {
   return [self, self + (f[13]! + f[14]!) / 100];
 }
 
+/** How a bench talks to a server: its stdio, or a WebSocket it listens on. */
+export type Transport = "stdio" | "ws";
+
+/** Writes all of `bytes` to `conn`. */
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  for (let o = 0; o < bytes.length;) o += await conn.write(bytes.subarray(o));
+}
+
+/** Largest frame the WebSocket client sends (both servers take frames up to 16 MiB). */
+const WS_FRAME = 1024 * 1024;
+
+/**
+ * A client frame header: masked with the all-zero key (legal, and the
+ * payload then goes out as it is — the client's cost is the header).
+ */
+function wsHeader(opcode: number, fin: boolean, n: number): Uint8Array {
+  const size = n < 126 ? 2 : n < 65536 ? 4 : 10;
+  const h = new Uint8Array(size + 4);
+  h[0] = (fin ? 0x80 : 0) | opcode;
+  if (n < 126) h[1] = 0x80 | n;
+  else if (n < 65536) h.set([0x80 | 126, n >> 8, n & 255], 1);
+  else {
+    h[1] = 0x80 | 127;
+    new DataView(h.buffer).setBigUint64(2, BigInt(n));
+  }
+  return h;
+}
+
 export class Server {
   readonly child: Deno.ChildProcess;
-  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #waiting = new Map<string, (m: Json) => void>();
   #id = 0;
+  /** Writes one message given in pieces (in call order, never interleaved). */
+  #write!: (pieces: Uint8Array[]) => Promise<void>;
+  readonly ready: Promise<void>;
+  #conn: Deno.Conn | null = null;
+  #stdin: WritableStreamDefaultWriter<Uint8Array> | null = null;
 
-  constructor(readonly name: string, program: string, args: string[], env: Record<string, string>) {
+  constructor(
+    readonly name: string,
+    program: string,
+    args: string[],
+    env: Record<string, string>,
+    readonly transport: Transport = "stdio",
+  ) {
     this.child = new Deno.Command(program, {
       args,
       env,
-      stdin: "piped",
+      stdin: transport === "stdio" ? "piped" : "null",
       stdout: "piped",
-      stderr: "null",
+      stderr: transport === "stdio" ? "null" : "piped",
     }).spawn();
-    this.#writer = this.child.stdin.getWriter();
+    this.ready = transport === "stdio" ? this.#startStdio() : this.#startWs();
+  }
+
+  #startStdio(): Promise<void> {
+    const writer = this.#stdin = this.child.stdin.getWriter();
+    const newline = new Uint8Array([10]);
+    this.#write = (pieces) =>
+      Promise.all([...pieces, newline].map((p) => writer.write(p))).then(() => {});
     this.#pump();
+    return Promise.resolve();
+  }
+
+  async #startWs(): Promise<void> {
+    // The listening URL, from whatever the server prints.
+    let seen = "";
+    const found = Promise.withResolvers<URL>();
+    for (const stream of [this.child.stdout, this.child.stderr]) {
+      (async () => {
+        for await (const t of stream.pipeThrough(new TextDecoderStream())) {
+          seen += t;
+          const m = seen.match(/ws:\/\/127\.0\.0\.1:\d+/);
+          if (m) found.resolve(new URL(m[0]));
+        }
+      })();
+    }
+    const url = await found.promise;
+    const conn = this.#conn = await Deno.connect({
+      hostname: url.hostname,
+      port: Number(url.port),
+    });
+    await writeAll(
+      conn,
+      new TextEncoder().encode(
+        `GET / HTTP/1.1\r\nHost: ${url.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          `Sec-WebSocket-Key: ${btoa("0123456789abcdef")}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+      ),
+    );
+    let chain = Promise.resolve();
+    this.#write = (pieces) => {
+      // Frames of at most WS_FRAME bytes, cut across the pieces.
+      const total = pieces.reduce((n, p) => n + p.length, 0);
+      const writes: Uint8Array[] = [];
+      let piece = 0;
+      let at = 0;
+      for (let sent = 0, first = true; first || sent < total; first = false) {
+        const n = Math.min(WS_FRAME, total - sent);
+        writes.push(wsHeader(first ? 1 : 0, sent + n === total, n));
+        for (let left = n; left > 0;) {
+          const p = pieces[piece]!;
+          const take = Math.min(left, p.length - at);
+          writes.push(p.subarray(at, at + take));
+          left -= take;
+          at += take;
+          if (at === p.length) [piece, at] = [piece + 1, 0];
+        }
+        sent += n;
+      }
+      const done = chain.then(async () => {
+        for (const w of writes) await writeAll(conn, w);
+      });
+      chain = done.catch(() => {});
+      return done;
+    };
+    const buf = new Uint8Array(1 << 20);
+    let rest = new Uint8Array(0);
+    // The 101 answer.
+    for (;;) {
+      const n = await conn.read(buf);
+      if (n === null) throw new Error(`${this.name}: closed during the handshake`);
+      const joined = new Uint8Array(rest.length + n);
+      joined.set(rest);
+      joined.set(buf.subarray(0, n), rest.length);
+      rest = joined;
+      const end = new TextDecoder().decode(rest).indexOf("\r\n\r\n");
+      if (end >= 0) {
+        rest = rest.slice(end + 4);
+        break;
+      }
+    }
+    (async () => {
+      const decoder = new TextDecoder();
+      let message: Uint8Array[] = [];
+      for (;;) {
+        while (rest.length >= 2) {
+          let len = rest[1]! & 127;
+          let off = 2;
+          if (len === 126) [len, off] = [(rest[2]! << 8) | rest[3]!, 4];
+          else if (len === 127) {
+            [len, off] = [Number(new DataView(rest.buffer, rest.byteOffset).getBigUint64(2)), 10];
+          }
+          if (rest.length < off + len) break;
+          const opcode = rest[0]! & 15;
+          if (opcode <= 2) {
+            message.push(rest.slice(off, off + len));
+            if (rest[0]! & 0x80) {
+              this.#dispatch(decoder.decode(concat(message)));
+              message = [];
+            }
+          }
+          rest = rest.slice(off + len);
+        }
+        let n: number | null;
+        try {
+          n = await conn.read(buf);
+        } catch {
+          return;
+        }
+        if (n === null) return;
+        const joined = new Uint8Array(rest.length + n);
+        joined.set(rest);
+        joined.set(buf.subarray(0, n), rest.length);
+        rest = joined;
+      }
+    })();
+  }
+
+  #dispatch(line: string): void {
+    const msg = JSON.parse(line) as Json;
+    const key = "id" in msg && !("method" in msg)
+      ? `id:${msg.id}`
+      : msg.method === "process/closed"
+      ? `closed:${(msg.params as Json).processId}`
+      : null;
+    if (key) {
+      this.#waiting.get(key)?.(msg);
+      this.#waiting.delete(key);
+    }
   }
 
   async #pump() {
@@ -47,16 +210,7 @@ export class Server {
         text = text.slice(nl + 1);
         const line = pieces.join("");
         pieces = [];
-        const msg = JSON.parse(line) as Json;
-        const key = "id" in msg && !("method" in msg)
-          ? `id:${msg.id}`
-          : msg.method === "process/closed"
-          ? `closed:${(msg.params as Json).processId}`
-          : null;
-        if (key) {
-          this.#waiting.get(key)?.(msg);
-          this.#waiting.delete(key);
-        }
+        this.#dispatch(line);
       }
       if (text) pieces.push(text);
     }
@@ -67,7 +221,7 @@ export class Server {
   }
 
   send(msg: Json): Promise<void> {
-    return this.#writer.write(new TextEncoder().encode(JSON.stringify(msg) + "\n"));
+    return this.#write([new TextEncoder().encode(JSON.stringify(msg))]);
   }
 
   /**
@@ -84,20 +238,19 @@ export class Server {
   ): Promise<Json> {
     const id = ++this.#id;
     const answer = this.#wait(`id:${id}`);
-    const mark = "\u0000payload\u0000";
+    const mark = JSON.stringify("\u0000payload\u0000");
     const text = JSON.stringify({
       jsonrpc: "2.0",
       id,
       method,
-      params: { ...params, [member]: mark },
+      params: { ...params, [member]: JSON.parse(mark) },
     });
-    const at = text.indexOf(JSON.stringify(mark));
+    const at = text.indexOf(mark);
     const encoder = new TextEncoder();
-    // Queued at once, so pipelined requests' pieces never interleave.
-    await Promise.all([
-      this.#writer.write(encoder.encode(text.slice(0, at + 1))),
-      this.#writer.write(payload),
-      this.#writer.write(encoder.encode(text.slice(at + JSON.stringify(mark).length - 1) + "\n")),
+    await this.#write([
+      encoder.encode(text.slice(0, at + 1)),
+      payload,
+      encoder.encode(text.slice(at + mark.length - 1)),
     ]);
     return await answer;
   }
@@ -125,7 +278,8 @@ export class Server {
   }
 
   async close() {
-    await this.#writer.close().catch(() => {});
+    await this.#stdin?.close().catch(() => {});
+    this.#conn?.close();
     try {
       this.child.kill("SIGKILL");
     } catch { /* gone */ }
@@ -133,37 +287,49 @@ export class Server {
   }
 }
 
-/** Ours over stdio, and the reference when `reference` names its binary; initialized. */
+/** Ours, and the reference when `reference` names its binary, over `transport`; initialized. */
 export async function startServers(
   reference: string | null,
   clientName: string,
+  transport: Transport = "stdio",
 ): Promise<Server[]> {
   Deno.mkdirSync(cache, { recursive: true });
+  const listen = transport === "stdio" ? "stdio" : "ws://127.0.0.1:0";
   const servers = [
-    new Server("ours", Deno.execPath(), [
-      "run",
-      "-A",
-      cli,
-      "serve",
-      "--listen",
-      "stdio",
-      "--log-level",
-      "error",
-    ], {}),
+    new Server(
+      "ours",
+      Deno.execPath(),
+      ["run", "-A", cli, "serve", "--listen", listen, "--log-level", "error"],
+      {},
+      transport,
+    ),
   ];
   if (reference) {
     const home = Deno.makeTempDirSync({ dir: cache, prefix: "codex-home-" });
     servers.push(
-      new Server("reference", reference, ["exec-server", "--listen", "stdio"], {
+      new Server("reference", reference, ["exec-server", "--listen", listen], {
         CODEX_HOME: home,
-      }),
+      }, transport),
     );
   }
   for (const s of servers) {
+    await s.ready;
     await s.request("initialize", { clientName });
     await s.send({ jsonrpc: "2.0", method: "initialized" });
   }
   return servers;
+}
+
+/** The bytes of `parts`, joined. */
+function concat(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
 
 /** The median. */

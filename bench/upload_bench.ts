@@ -1,6 +1,7 @@
 // Data coming in, side by side: `fs/writeFile` of 32 MiB whole (four, one after another), `fs/open` +
 // `fs/writeBlock` of 256 MiB in 1 MiB blocks, and `process/write` of 256 MiB
-// to `cat > /dev/null` in 1 MiB and 4 MiB chunks — over stdio, ours and the
+// to `cat > /dev/null` in 1 MiB and 4 MiB chunks — over stdio and WebSocket
+// (1 MiB frames), ours and the
 // reference alternated per round. Reports throughput (MiB/s of payload,
 // from the first byte sent to the last answer) and server CPU per GiB, the
 // medians, and ours/reference. Requests are pipelined up to 4 in flight (a
@@ -8,9 +9,9 @@
 // servers bound a stdio line at 64 MiB (a 64 MiB file's base64 is ~85 MiB:
 // both close the connection), and a block at 1 MiB (the protocol's limit).
 //
-//   deno run -A bench/upload_bench.ts [--rounds 5] [--reference PATH] [--only writefile,writeblock,write1m,write4m]
+//   deno run -A bench/upload_bench.ts [--rounds 5] [--reference PATH] [--only writefile,writeblock,write1m,write4m] [--transport stdio,ws]
 
-import { cache, cpu, median, type Server, startServers } from "./helpers.ts";
+import { cache, cpu, median, type Server, startServers, type Transport } from "./helpers.ts";
 
 const args = Deno.args;
 const flag = (name: string) => {
@@ -20,6 +21,7 @@ const flag = (name: string) => {
 const rounds = Number(flag("rounds") ?? 5) || 5;
 const reference = flag("reference") ?? Deno.env.get("CODEX_REFERENCE_BIN") ?? null;
 const only = flag("only")?.split(",");
+const transports = (flag("transport")?.split(",") ?? ["stdio", "ws"]) as Transport[];
 const MiB = 1024 * 1024;
 
 /** A chunk of `size` bytes of varied content, as the ASCII bytes of its base64 (built once per size). */
@@ -150,49 +152,54 @@ const all: Workload[] = [
 ];
 const workloads = all.filter((w) => !only || only.includes(w.name));
 
-const servers = await startServers(reference, "upload-bench");
 const results = new Map<string, { rate: number[]; cpu: number[] }>();
-try {
-  for (const w of workloads) {
-    for (let round = 0; round < rounds; round++) {
-      // Alternate who goes first.
-      const order = round % 2 === 0 ? servers : [...servers].reverse();
-      for (const s of order) {
-        const { run, done } = await w.prepare(s, round);
-        const [before] = cpu(s.child.pid);
-        const t0 = performance.now();
-        await run();
-        const seconds = (performance.now() - t0) / 1000;
-        const [after] = cpu(s.child.pid);
-        await done();
-        const key = `${s.name} ${w.name}`;
-        const r = results.get(key) ?? { rate: [], cpu: [] };
-        r.rate.push(w.bytes / MiB / seconds);
-        r.cpu.push((after - before) / (w.bytes / (1024 * MiB)));
-        results.set(key, r);
+for (const transport of transports) {
+  const servers = await startServers(reference, "upload-bench", transport);
+  try {
+    for (const w of workloads) {
+      for (let round = 0; round < rounds; round++) {
+        // Alternate who goes first.
+        const order = round % 2 === 0 ? servers : [...servers].reverse();
+        for (const s of order) {
+          const { run, done } = await w.prepare(s, round);
+          const [before] = cpu(s.child.pid);
+          const t0 = performance.now();
+          await run();
+          const seconds = (performance.now() - t0) / 1000;
+          const [after] = cpu(s.child.pid);
+          await done();
+          const key = `${s.name} ${transport} ${w.name}`;
+          const r = results.get(key) ?? { rate: [], cpu: [] };
+          r.rate.push(w.bytes / MiB / seconds);
+          r.cpu.push((after - before) / (w.bytes / (1024 * MiB)));
+          results.set(key, r);
+        }
       }
     }
+  } finally {
+    for (const s of servers) await s.close();
   }
-} finally {
-  for (const s of servers) await s.close();
 }
-for (const w of workloads) {
-  const ours = results.get(`ours ${w.name}`)!;
-  console.log(
-    `ours/stdio  ${w.name.padEnd(10)} ${median(ours.rate).toFixed(1)} MiB/s  ${
-      median(ours.cpu).toFixed(2)
-    } s/GiB`,
-  );
-  const ref = results.get(`reference ${w.name}`);
-  if (!ref) continue;
-  console.log(
-    `ref/stdio   ${w.name.padEnd(10)} ${median(ref.rate).toFixed(1)} MiB/s  ${
-      median(ref.cpu).toFixed(2)
-    } s/GiB`,
-  );
-  console.log(
-    `ours/ref    ${w.name.padEnd(10)} ${
-      (median(ours.rate) / median(ref.rate)).toFixed(2)
-    }x throughput  ${(median(ours.cpu) / median(ref.cpu)).toFixed(2)}x cpu`,
-  );
+for (const transport of transports) {
+  for (const w of workloads) {
+    const ours = results.get(`ours ${transport} ${w.name}`)!;
+    const label = (who: string) => `${who}/${transport}`.padEnd(12);
+    console.log(
+      `${label("ours")}${w.name.padEnd(10)} ${median(ours.rate).toFixed(1)} MiB/s  ${
+        median(ours.cpu).toFixed(2)
+      } s/GiB`,
+    );
+    const ref = results.get(`reference ${transport} ${w.name}`);
+    if (!ref) continue;
+    console.log(
+      `${label("ref")}${w.name.padEnd(10)} ${median(ref.rate).toFixed(1)} MiB/s  ${
+        median(ref.cpu).toFixed(2)
+      } s/GiB`,
+    );
+    console.log(
+      `${label("ours/ref")}${w.name.padEnd(10)} ${
+        (median(ours.rate) / median(ref.rate)).toFixed(2)
+      }x throughput  ${(median(ours.cpu) / median(ref.cpu)).toFixed(2)}x cpu`,
+    );
+  }
 }

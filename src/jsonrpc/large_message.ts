@@ -30,9 +30,6 @@ import { messageSpare } from "../util/spare_buffer.ts";
 /** Messages from this size on are looked at for a base64 string first. */
 export const LARGE_MESSAGE_BYTES = 64 * 1024;
 
-/** Shortest string taken out of a message (shorter ones cost little the general way). */
-const MIN_STRING_BYTES = 32 * 1024;
-
 /**
  * Where base64 may be taken as bytes: for each method, the `params` member
  * whose string is base64 (`fs/writeFile` → `dataBase64`).
@@ -43,35 +40,33 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const EQUALS = 0x3d;
 
+/** Strings looked through for their closing quote at once; a longer one may be the base64. */
+const SHORT_STRING_WINDOW = 4096;
+
 /**
- * The contents `[start, end)` of the longest JSON string in `bytes` (read
- * as JSON text from its start: outside strings every quote opens one),
- * null when the text ends inside a string. Native `indexOf` jumps over the
- * contents, so the cost is the number of quotes, not of bytes.
+ * Where the contents of the first string of `bytes` longer than the window
+ * start (read as JSON text from its start: outside strings every quote
+ * opens one, escaped quotes are skipped), -1 when there is none. Native
+ * `indexOf` over each short string; the long one is not scanned here (its
+ * decoding finds its end).
  */
-export function longestString(bytes: Uint8Array): [number, number] | null {
-  let bestStart = -1;
-  let bestEnd = -1;
+export function longStringStart(bytes: Uint8Array): number {
   let open = bytes.indexOf(QUOTE);
   while (open !== -1) {
-    let close = bytes.indexOf(QUOTE, open + 1);
-    while (close !== -1 && isEscaped(bytes, close, open + 1)) {
-      close = bytes.indexOf(QUOTE, close + 1);
-    }
-    if (close === -1) return null;
-    if (close - open - 1 > bestEnd - bestStart) {
-      bestStart = open + 1;
-      bestEnd = close;
-    }
-    open = bytes.indexOf(QUOTE, close + 1);
+    const from = open + 1;
+    const window = bytes.subarray(from, from + SHORT_STRING_WINDOW);
+    let close = window.indexOf(QUOTE);
+    while (close !== -1 && isEscaped(window, close)) close = window.indexOf(QUOTE, close + 1);
+    if (close === -1) return window.length === SHORT_STRING_WINDOW ? from : -1;
+    open = bytes.indexOf(QUOTE, from + close + 1);
   }
-  return bestStart === -1 ? null : [bestStart, bestEnd];
+  return -1;
 }
 
-/** True when the quote at `at` follows an odd run of backslashes (not before `from`). */
-function isEscaped(bytes: Uint8Array, at: number, from: number): boolean {
+/** True when the quote at `at` follows an odd run of backslashes. */
+function isEscaped(bytes: Uint8Array, at: number): boolean {
   let i = at - 1;
-  while (i >= from && bytes[i] === BACKSLASH) i--;
+  while (i >= 0 && bytes[i] === BACKSLASH) i--;
   return (at - 1 - i) % 2 === 1;
 }
 
@@ -86,31 +81,30 @@ function sextetTable(): Int32Array {
   return sextets = table;
 }
 
-/** Bytes that standard padded base64 of `n` ASCII bytes decodes to; -1 when `n` cannot be that. */
-function decodedLength(src: Uint8Array): number {
-  const n = src.length;
-  if (n === 0 || n % 4 !== 0) return -1;
-  return (n / 4) * 3 - (src[n - 1] !== EQUALS ? 0 : src[n - 2] !== EQUALS ? 1 : 2);
+/** A base64 string decoded from a message's bytes. */
+export interface DecodedString {
+  /** The decoded bytes (a view of a spare buffer). */
+  readonly bytes: Uint8Array;
+  /** Index of the string's closing quote. */
+  readonly close: number;
 }
 
 /**
- * Decodes standard padded base64 given as ASCII bytes `src` into `out`
- * (`decodedLength` bytes; `out` may start where `src` does — a decode in
- * place, each quantum written behind the one read next). False for anything
+ * Decodes the JSON string whose contents start at `start` in `src` as
+ * standard padded base64, up to its closing quote; null for anything
  * `decodeStrictBase64` (protocol/decode.ts) would not accept as it is — a
- * symbol outside the alphabet, padding other than one or two `=` at the
- * end — so the general path words the problem; `src` is then as it was
- * (what an in-place decode overwrote is encoded back). Trailing bits are
- * ignored, as there.
+ * symbol outside the alphabet (an escape included), a length that is not a
+ * multiple of four, padding other than one or two `=` at the end — so the
+ * general path words the problem. Trailing bits are ignored, as there.
+ * `src` is only read.
  */
-export function decodeBase64Into(src: Uint8Array, out: Uint8Array): boolean {
+export function decodeBase64String(src: Uint8Array, start: number): DecodedString | null {
   const n = src.length;
-  const padding = src[n - 1] !== EQUALS ? 0 : src[n - 2] !== EQUALS ? 1 : 2;
   const t = sextetTable();
-  const whole = padding === 0 ? n : n - 4;
+  const out = messageSpare.take(Math.floor(((n - start) * 3) / 4) + 3);
+  let i = start;
   let o = 0;
-  let i = 0;
-  for (; i < whole; i += 4) {
+  for (; i + 4 <= n; i += 4) {
     const a = t[src[i]!]!, b = t[src[i + 1]!]!, c = t[src[i + 2]!]!, d = t[src[i + 3]!]!;
     if ((a | b | c | d) < 0) break;
     const v = (a << 18) | (b << 12) | (c << 6) | d;
@@ -119,30 +113,29 @@ export function decodeBase64Into(src: Uint8Array, out: Uint8Array): boolean {
     out[o + 2] = v;
     o += 3;
   }
-  if (i === whole && padding > 0) {
-    const a = t[src[whole]!]!, b = t[src[whole + 1]!]!;
-    const c = padding === 1 ? t[src[whole + 2]!]! : 0;
-    if ((a | b | c) >= 0) {
-      const v = (a << 18) | (b << 12) | (c << 6);
-      out[o] = v >> 16;
-      if (padding === 1) out[o + 1] = v >> 8;
-      return true;
-    }
-  } else if (i === whole) {
-    return true;
+  // The last quantum: two or three symbols and their padding, or none.
+  let k = 0;
+  while (k < 3 && i + k < n && t[src[i + k]!]! >= 0) k++;
+  let padding = 0;
+  while (padding < 2 && src[i + k + padding] === EQUALS) padding++;
+  const close = i + k + padding;
+  if (src[close] !== QUOTE || (k + padding) % 4 !== 0 || (k > 0 && k + padding !== 4)) {
+    messageSpare.give(out);
+    return null;
   }
-  // Refused at quantum i: in place, the quanta before it were overwritten
-  // (exactly: a whole quantum's four symbols are its three bytes' base64).
-  if (out.buffer === src.buffer && out.byteOffset < src.byteOffset + i) {
-    new TextEncoder().encodeInto(out.subarray(0, o).toBase64(), src.subarray(0, i));
+  if (k >= 2) {
+    const a = t[src[i]!]!, b = t[src[i + 1]!]!, c = k === 3 ? t[src[i + 2]!]! : 0;
+    const v = (a << 18) | (b << 12) | (c << 6);
+    out[o++] = v >> 16;
+    if (k === 3) out[o++] = v >> 8;
   }
-  return false;
+  return { bytes: out.subarray(0, o), close };
 }
 
 /**
  * Gives back the bytes of an upload decoded here (a `Base64Part`'s bytes
  * the handler got) once nothing reads them any more — the file or the
- * process's stdin has them: their buffer may take the next large message.
+ * process's stdin has them: their buffer may take the next large upload.
  * Other bytes, or bytes given back already, are ignored.
  */
 export function releaseDecoded(bytes: Uint8Array): void {
@@ -162,27 +155,47 @@ function markerText(): string {
 /**
  * The message in `bytes` with its long base64 string decoded to bytes, or
  * null when the general path must decide (see the module documentation).
- * Nothing is kept of `bytes` — the caller may reuse them once this returns
- * — unless `keep` says they are ours: the base64 is then decoded in place,
- * and `bytes` belong to the message until {@linkcode releaseDecoded}.
+ * Nothing is kept of `bytes`: the caller may reuse them once this returns.
  */
 export function decodeLargeMessage(
   bytes: Uint8Array,
   members: Base64Members,
   limits: StrictJsonLimits,
   decodeUtf8: StrictUtf8Decode,
-  keep?: () => boolean,
 ): IncomingMessage | null {
-  const span = longestString(bytes);
-  if (span === null || span[1] - span[0] < MIN_STRING_BYTES) return null;
-  const [start, end] = span;
+  const start = longStringStart(bytes);
+  if (start === -1) return null;
+  const decoded = decodeBase64String(bytes, start);
+  if (decoded === null) return null;
+  const message = restWithMarker(bytes, start, decoded.close, members, limits, decodeUtf8);
+  if (message === null) {
+    messageSpare.give(decoded.bytes);
+    return null;
+  }
+  message.params[message.member] = new Base64Part(decoded.bytes);
+  return message.message;
+}
+
+/**
+ * The message of `bytes` with the string `[start, close)` replaced by the
+ * marker, parsed strictly — when the marker is exactly its method's base64
+ * member; null otherwise.
+ */
+function restWithMarker(
+  bytes: Uint8Array,
+  start: number,
+  close: number,
+  members: Base64Members,
+  limits: StrictJsonLimits,
+  decodeUtf8: StrictUtf8Decode,
+): { message: IncomingMessage; params: Record<string, unknown>; member: string } | null {
+  const mark = markerText();
   let rest: string;
   try {
-    rest = decodeUtf8(bytes.subarray(0, start)) + markerText() + decodeUtf8(bytes.subarray(end));
+    rest = decodeUtf8(bytes.subarray(0, start)) + mark + decodeUtf8(bytes.subarray(close));
   } catch {
     return null;
   }
-  const mark = markerText();
   const at = rest.indexOf(mark);
   if (rest.indexOf(mark, at + 1) !== -1) return null;
   const parsed = parseStrictJson(rest, limits);
@@ -197,15 +210,5 @@ export function decodeLargeMessage(
   ) {
     return null;
   }
-  const base64 = bytes.subarray(start, end);
-  const length = decodedLength(base64);
-  if (length < 0) return null;
-  // In place when the caller gives up the bytes, else into a buffer of our own.
-  const decoded = keep?.() ? base64.subarray(0, length) : messageSpare.take(length);
-  if (!decodeBase64Into(base64, decoded)) {
-    messageSpare.give(decoded);
-    return null;
-  }
-  params[member] = new Base64Part(decoded);
-  return message;
+  return { message, params, member };
 }

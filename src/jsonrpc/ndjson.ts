@@ -70,14 +70,10 @@ function isBlank(line: Uint8Array): boolean {
  * Splits a byte stream into lines without the `\n`, keeping at most
  * `maxLineBytes` of an unfinished line, gathered in one buffer
  * ({@linkcode MessageBuffer}). A line handed to `onLine` is valid only
- * until it returns — unless `onLine` takes its buffer with
- * {@linkcode keep}.
+ * until it returns.
  */
 export class LineSplitter {
   #pending: MessageBuffer;
-  /** The line being handed out is in the pending buffer. */
-  #lending = false;
-  #kept = false;
 
   /** Creates a splitter rejecting lines longer than `maxLineBytes`. */
   constructor(readonly maxLineBytes: number) {
@@ -97,14 +93,10 @@ export class LineSplitter {
       if (pending.length > 0) {
         if (pending.length + piece.length > this.maxLineBytes) return false;
         pending.append(piece);
-        this.#lending = true;
         try {
           onLine(pending.view());
         } finally {
-          this.#lending = false;
-          if (this.#kept) pending.forget();
-          else pending.release();
-          this.#kept = false;
+          pending.release();
         }
       } else if (piece.length > this.maxLineBytes) {
         return false;
@@ -120,18 +112,6 @@ export class LineSplitter {
       // Copied: the caller may reuse the chunk's buffer.
       pending.append(rest);
     }
-    return true;
-  }
-
-  /**
-   * Called from `onLine`: the line's buffer becomes the caller's (who may
-   * overwrite it, and gives it back to `messageSpare` when done) — true
-   * when it can be, false for a line that is a view of the caller's own
-   * chunk (its buffer is the caller's next read).
-   */
-  keep(): boolean {
-    if (!this.#lending) return false;
-    this.#kept = true;
     return true;
   }
 
@@ -201,7 +181,7 @@ export function ndjsonConnection(
       if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
       if (isBlank(line)) return;
       if (members !== undefined && line.length >= LARGE_MESSAGE_BYTES) {
-        const message = decodeLargeMessage(line, members, limits, decode, () => splitter.keep());
+        const message = decodeLargeMessage(line, members, limits, decode);
         if (message !== null) {
           ready.push(message);
           return;

@@ -15,7 +15,8 @@ import { decodeMessage, type IncomingMessage } from "./message.ts";
 import { createOutputSink } from "./output_sink.ts";
 import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
 import { type AssembledMessage, RawText, type WebSocketChannel } from "../websocket/channel.ts";
-import { decodeLargeMessage, releaseDecoded } from "./large_message.ts";
+import { decodeLargeMessage } from "./large_message.ts";
+import { messageSpare } from "../util/spare_buffer.ts";
 import { strictUtf8Decoder } from "../util/utf8.ts";
 
 /** Options for {@linkcode webSocketConnection}. */
@@ -68,18 +69,19 @@ export function webSocketConnection(
     if (value === null) return channel.closed.then(() => null);
     if (value instanceof RawText) {
       const raw = value;
-      const members = options.base64Members;
-      const message = members === undefined
-        ? null
-        : decodeLargeMessage(raw.bytes, members, limits, decode, () => raw.owned);
-      if (message !== null) return message;
       try {
+        const members = options.base64Members;
+        const message = members === undefined
+          ? null
+          : decodeLargeMessage(raw.bytes, members, limits, decode);
+        if (message !== null) return message;
         value = decode(raw.bytes);
       } catch {
         // As for any text frame that is not UTF-8: the channel fails (1007).
         return channel.failInvalidText().then(() => channel.closed).then(() => null);
       } finally {
-        if (raw.owned && message === null) releaseDecoded(raw.bytes);
+        // Nothing refers to the message's own buffer any more.
+        if (raw.owned) messageSpare.give(raw.bytes);
       }
     }
     if (typeof value !== "string") {

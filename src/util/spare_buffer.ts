@@ -61,6 +61,8 @@ export interface SpareBufferOptions {
   readonly count?: number;
   /** Held strongly this long after each give (else only weakly). */
   readonly holdMs?: number;
+  /** Smallest request served from the spares. Default {@linkcode SPARE_FROM}. */
+  readonly from?: number;
 }
 
 /** Spare buffers of one use (see the module documentation). */
@@ -75,9 +77,11 @@ export class SpareBuffer {
   readonly #maxWaste: number;
   readonly #count: number;
   readonly #holdMs: number | undefined;
+  readonly #from: number;
 
   /** Spares as `options` say. */
   constructor(options: SpareBufferOptions = {}) {
+    this.#from = options.from ?? SPARE_FROM;
     this.#maxWaste = options.maxWaste ?? Infinity;
     this.#count = options.count ?? 1;
     this.#holdMs = options.holdMs;
@@ -109,7 +113,7 @@ export class SpareBuffer {
   }
 
   #take(size: number, whole: boolean, reserve: number): Uint8Array {
-    if (size < SPARE_FROM) return new Uint8Array(size);
+    if (size < this.#from) return new Uint8Array(size);
     let buffer: ArrayBuffer | undefined;
     for (let i = 0; i < this.#spares.length; i++) {
       const spare = this.#spares[i]!.deref();
@@ -177,7 +181,12 @@ export class SpareBuffer {
  * line, a fragmented WebSocket message) — and, once an upload's base64 is
  * decoded in place, its bytes until the handler gives them back.
  */
-export const messageSpare: SpareBuffer = new SpareBuffer({ count: 4, holdMs: SPARE_HOLD_MS });
+export const messageSpare: SpareBuffer = new SpareBuffer({
+  count: 4,
+  holdMs: SPARE_HOLD_MS,
+  // A WebSocket upload's last fragment is a fraction of a megabyte.
+  from: 64 * 1024,
+});
 
 /** First size of a {@linkcode MessageBuffer}. */
 const FIRST_MESSAGE_BUFFER = 16 * 1024;

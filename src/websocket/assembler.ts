@@ -16,9 +16,9 @@ import { CloseCode, type Frame, Opcode, WebSocketProtocolError } from "./frame.t
  * A long text message's bytes, their UTF-8 not checked yet (a channel made
  * with `rawTextFrom`): the consumer checks it — failing the channel with
  * {@linkcode CloseCode.InvalidPayload} when it is not — and may skip
- * building a string of it. `owned`: the bytes are the consumer's to
- * overwrite and keep (given back to `messageSpare` when done); else they
- * are valid until the next message is asked for.
+ * building a string of it. `owned`: the bytes are the consumer's (given
+ * back to `messageSpare` when done with); else they are valid until the
+ * next message is asked for.
  */
 export class RawText {
   /** Wraps a message's bytes. */

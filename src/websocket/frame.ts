@@ -9,7 +9,7 @@
  * @module
  */
 
-import { messageSpare, SPARE_FROM } from "../util/spare_buffer.ts";
+import { messageSpare } from "../util/spare_buffer.ts";
 
 /** Frame opcodes. */
 export const Opcode = {
@@ -211,14 +211,12 @@ export class PayloadPool {
 
 /**
  * A payload buffer: from the pool, or for a large frame a spare one
- * (`messageSpare`: the frame's consumer may give it back), or a new one.
+ * (`messageSpare`: the frame's consumer may give it back), or a new one
+ * (`messageSpare.take` makes small ones).
  */
 function allocatePayload(length: number, pool: PayloadPool | undefined): Uint8Array {
   return pool?.take(length) ??
-    (length >= SPARE_FROM
-      ? messageSpare.take(HEADROOM + length)
-      : new Uint8Array(HEADROOM + length))
-      .subarray(HEADROOM);
+    messageSpare.take(HEADROOM + length).subarray(HEADROOM);
 }
 
 /**
