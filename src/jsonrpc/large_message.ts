@@ -99,6 +99,47 @@ export interface DecodedString {
  * `src` is only read.
  */
 export function decodeBase64String(src: Uint8Array, start: number): DecodedString | null {
+  return src.length - start <= NATIVE_DECODE_MAX
+    ? decodeNatively(src, start)
+    : decodeScanning(src, start);
+}
+
+/**
+ * Longest rest of a message whose base64 is decoded by V8 (as a string,
+ * then `setFromBase64`): up to about this size the string's memory is
+ * reused and this is six times faster than decoding in JavaScript; beyond
+ * it every string is fresh memory and four times slower (measured: 0.2 vs
+ * 1.0–1.3 ms per MiB up to 12 MiB, 4.1–4.7 from 16 MiB on).
+ */
+const NATIVE_DECODE_MAX = 12 * 1024 * 1024;
+
+let lenient: TextDecoder | undefined;
+
+/** {@linkcode decodeBase64String} through V8's own base64 decoder. */
+export function decodeNatively(src: Uint8Array, start: number): DecodedString | null {
+  // Invalid UTF-8 becomes U+FFFD, which no base64 has: refused below (the
+  // rest is decoded strictly on its own later).
+  const text = (lenient ??= new TextDecoder("utf-8", { ignoreBOM: true })).decode(
+    src.subarray(start),
+  );
+  const n = text.indexOf('"');
+  if (n < 0 || n % 4 !== 0) return null;
+  const padding = text.charCodeAt(n - 1) !== EQUALS ? 0 : text.charCodeAt(n - 2) !== EQUALS ? 1 : 2;
+  const out = messageSpare.take((n / 4) * 3 - padding);
+  try {
+    // Loose: trailing bits ignored, as the strict decoder does. Whitespace
+    // is skipped by V8 but not by the crate: then fewer bytes than expected.
+    const { read, written } = out.setFromBase64(text.slice(0, n), { lastChunkHandling: "loose" });
+    // A symbol before the quote that is not ASCII makes `n` a character
+    // count, not a byte count: such a symbol is refused by the decoder.
+    if (read === n && written === out.length) return { bytes: out, close: start + n };
+  } catch { /* a symbol outside the alphabet, or misplaced padding */ }
+  messageSpare.give(out);
+  return null;
+}
+
+/** {@linkcode decodeBase64String} in JavaScript, finding the end as it goes. */
+export function decodeScanning(src: Uint8Array, start: number): DecodedString | null {
   const n = src.length;
   const t = sextetTable();
   const out = messageSpare.take(Math.floor(((n - start) * 3) / 4) + 3);
