@@ -25,8 +25,12 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   for (let o = 0; o < bytes.length;) o += await conn.write(bytes.subarray(o));
 }
 
-/** Largest frame the WebSocket client sends (both servers take frames up to 16 MiB). */
-const WS_FRAME = 1024 * 1024;
+/**
+ * Largest frame the WebSocket client sends: a message is one frame up to
+ * 16 MiB, the most both servers take (as tungstenite, Codex's client,
+ * sends them), and only a larger one is fragmented.
+ */
+const WS_FRAME = 16 * 1024 * 1024;
 
 /**
  * A client frame header: masked with the all-zero key (legal, and the

@@ -1,7 +1,7 @@
 // Data coming in, side by side: `fs/writeFile` of 32 MiB whole (four, one after another), `fs/open` +
 // `fs/writeBlock` of 256 MiB in 1 MiB blocks, and `process/write` of 256 MiB
 // to `cat > /dev/null` in 1 MiB and 4 MiB chunks — over stdio and WebSocket
-// (1 MiB frames), ours and the
+// (a frame per message, 16 MiB frames above), ours and the
 // reference alternated per round. Reports throughput (MiB/s of payload,
 // from the first byte sent to the last answer) and server CPU per GiB, the
 // medians, and ours/reference. Requests are pipelined up to 4 in flight (a
