@@ -240,6 +240,20 @@ export class Server {
     member: string,
     payload: Uint8Array,
   ): Promise<Json> {
+    return await (await this.sendWithPayload(method, params, member, payload)).answer;
+  }
+
+  /**
+   * Sends what {@linkcode requestWithPayload} sends; resolves once it is
+   * written (taken by the pipe or socket), with the answer to come (wrapped:
+   * a promise resolved with a promise would wait for it).
+   */
+  async sendWithPayload(
+    method: string,
+    params: Json,
+    member: string,
+    payload: Uint8Array,
+  ): Promise<{ answer: Promise<Json> }> {
     const id = ++this.#id;
     const answer = this.#wait(`id:${id}`);
     const mark = JSON.stringify("\u0000payload\u0000");
@@ -256,7 +270,7 @@ export class Server {
       payload,
       encoder.encode(text.slice(at + mark.length - 1)),
     ]);
-    return await answer;
+    return { answer };
   }
 
   async request(method: string, params: Json): Promise<Json> {
