@@ -7,7 +7,9 @@
  * `JSON.parse`, the canonical check's `JSON.stringify`) and then decoded —
  * each a fresh multi-megabyte allocation, whose page faults are most of the
  * cost on a virtual machine. Here the string is found in the message's
- * bytes, its base64 decoded straight from them, and the rest of the message
+ * bytes (short strings skipped with `indexOf`, the first long one taken)
+ * and decoded from them — by V8 for messages up to 12 MiB, by a decoder that
+ * finds the string's end as it goes beyond — and the rest of the message
  * (a few hundred bytes, the string replaced by a marker) parsed by the same
  * strict parser as any message. The decoded bytes take the string's place as
  * a {@linkcode Base64Part} — only where the caller said base64 belongs
