@@ -33,6 +33,8 @@ export async function serveStdio(
       parseErrorPrefix: "failed to parse JSON-RPC message from exec-server stdio",
       outputIsResource: options.output === undefined,
       base64Members: BASE64_MEMBERS,
+      // Deno.stdin is fd 0; a long upload grows its pipe.
+      ...(options.input === undefined ? { pipeFd: 0 } : {}),
     },
   );
   return await server.serve(connection, "terminate");

@@ -1,7 +1,8 @@
 /**
  * The few libc functions Deno does not expose (pseudo-terminals, advisory
  * file locks that can be tried without blocking, listing extended
- * attributes, a sandbox's TUN device), through `Deno.dlopen`.
+ * attributes, a sandbox's TUN device, a pipe's buffer size), through
+ * `Deno.dlopen`.
  * Loaded lazily and only on Linux; when FFI is unavailable (other OS, no
  * `--allow-ffi`), {@linkcode loadLibc} returns null and terminals are
  * reported as unsupported.
@@ -22,6 +23,8 @@ const SYMBOLS = {
   socket: { parameters: ["i32", "i32", "i32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
   flock: { parameters: ["i32", "i32"], result: "i32" },
+  /** With an int argument (F_SETPIPE_SZ). */
+  fcntl: { parameters: ["i32", "i32", "i32"], result: "i32" },
   listxattr: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32", nonblocking: true },
   __errno_location: { parameters: [], result: "pointer" },
@@ -47,6 +50,7 @@ export const C = {
   LOCK_EX: 2,
   LOCK_NB: 4,
   LOCK_UN: 8,
+  F_SETPIPE_SZ: 1031,
 } as const;
 
 let library: Deno.DynamicLibrary<typeof SYMBOLS> | null | undefined;

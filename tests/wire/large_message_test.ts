@@ -336,7 +336,7 @@ Deno.test("large messages over stdio: uploads arrive byte-exact, and a large wri
   }
 });
 
-Deno.test("large messages: invalid base64 in a large upload gets the reference's answer", async () => {
+Deno.test("large messages: invalid base64 in a large upload gets the reference's answer; a valid one on a real pipe is byte-exact", async () => {
   const reference = referenceBin();
   const servers = [spawnStdioServer(["serve", "--listen", "stdio", "--log-level", "error"])];
   if (reference) {
@@ -376,6 +376,17 @@ Deno.test("large messages: invalid base64 in a large upload gets the reference's
     ]);
     if (answers[1]) assertEquals(answers[0], answers[1]);
     assertEquals(await Deno.stat(`${dir}/bad`).catch(() => null), null);
+    // And after them, on the real stdin pipe (ours grows it once a line is
+    // long, and reads a megabyte at a time), a valid upload byte-exact.
+    const data = randomBytes(3 * 1024 * 1024 + 5, rng(5));
+    for (const [i, s] of servers.entries()) {
+      const a = await s.client.call("fs/writeFile", {
+        path: `file://${dir}/good${i}`,
+        dataBase64: data.toBase64(),
+      });
+      assertEquals(a.result, {}, JSON.stringify(a.error));
+      assertEquals(await Deno.readFile(`${dir}/good${i}`), data);
+    }
   } finally {
     for (const s of servers) await s[Symbol.asyncDispose]();
     await Deno.remove(dir, { recursive: true });
