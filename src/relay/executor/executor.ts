@@ -46,6 +46,7 @@ import {
   validateHarness,
 } from "../wire/registry_client.ts";
 import { secureConnection, type SecureStream } from "../wire/secure_connection.ts";
+import { BASE64_MEMBERS } from "../../protocol/spec.ts";
 
 const MAX_ACTIVE = 128;
 const MAX_PENDING = 32;
@@ -438,7 +439,7 @@ export class RemoteExecutor implements AsyncDisposable {
             this.#reset(link, id);
           }
         },
-      }, { label: `relay stream ${id}`, maxQueuedMessages: 128 });
+      }, { label: `relay stream ${id}`, maxQueuedMessages: 128, base64Members: BASE64_MEMBERS });
       await link.send(frames.handshake(id, msg2));
       this.#streams.set(id, { kind: "active", instance, stream });
       this.#options.server.serve(stream.connection, "detach", "relay").catch(() => {});

@@ -27,6 +27,8 @@ import { TAGLEN } from "../../noise/primitives.ts";
 import { lengthPrefixFraming, MAX_RELAY_MESSAGE, MessageAssembler } from "./message_framing.ts";
 import { OrderedCiphertext, SequenceCounter } from "./ordered.ts";
 import { strictUtf8Decoder } from "../../util/utf8.ts";
+import { decodeLargeMessage, LARGE_MESSAGE_BYTES } from "../../jsonrpc/large_message.ts";
+import { DEFAULT_JSON_LIMITS } from "../../jsonrpc/strict_json.ts";
 
 /** How the stream reaches its socket. */
 export interface SecureStreamIo {
@@ -59,6 +61,11 @@ export interface SecureConnectionOptions {
   readonly inboundLimit?: (message: IncomingMessage) => number | null;
   /** Inbound messages that may wait; more is a violation (executor: 128). `Infinity` to apply backpressure instead. */
   readonly maxQueuedMessages?: number;
+  /**
+   * Where a large message's base64 may be decoded straight from its bytes
+   * (see `jsonrpc/large_message.ts`; the executor serving the protocol).
+   */
+  readonly base64Members?: ReadonlyMap<string, string>;
 }
 
 /** The connection plus the inbound entry point for its socket reader. */
@@ -224,14 +231,12 @@ class RelayStream implements SecureStream {
   }
 
   #deliverMessage(bytes: Uint8Array): void {
-    let text: string;
-    try {
-      text = this.#decode(bytes);
-    } catch {
-      throw new Error("invalid UTF-8 in a relay JSON-RPC message");
-    }
     const options = this.#options;
-    const message = decodeMessage(text, `failed to parse JSON-RPC message from ${options.label}`);
+    const members = options.base64Members;
+    const message =
+      (members !== undefined && bytes.length >= LARGE_MESSAGE_BYTES
+        ? decodeLargeMessage(bytes, members, DEFAULT_JSON_LIMITS, this.#decode)
+        : null) ?? this.#decodeText(bytes);
     const limit = options.inboundLimit?.(message) ?? null;
     if (limit !== null && bytes.length > limit) {
       throw new Error(`Noise relay JSON-RPC message exceeds maximum length of ${limit} bytes`);
@@ -240,6 +245,17 @@ class RelayStream implements SecureStream {
     if ((this.#controller.desiredSize ?? 0) < -this.#maxQueued) {
       throw new Error("relay stream inbound queue overflow");
     }
+  }
+
+  /** The message the general way (invalid UTF-8 ends the stream). */
+  #decodeText(bytes: Uint8Array): IncomingMessage {
+    let text: string;
+    try {
+      text = this.#decode(bytes);
+    } catch {
+      throw new Error("invalid UTF-8 in a relay JSON-RPC message");
+    }
+    return decodeMessage(text, `failed to parse JSON-RPC message from ${this.#options.label}`);
   }
 
   /** Hands decrypted records, in order, to the message assembler. */
