@@ -350,6 +350,25 @@ function concat(parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
+/** The value after `--name` on the command line, if any. */
+export function benchFlag(name: string): string | undefined {
+  const at = Deno.args.indexOf(`--${name}`);
+  return at >= 0 ? Deno.args[at + 1] : undefined;
+}
+
+/** `--rounds` (default 5), `--reference` (or CODEX_REFERENCE_BIN), `--transport` (default both). */
+export function benchOptions(): {
+  rounds: number;
+  reference: string | null;
+  transports: Transport[];
+} {
+  return {
+    rounds: Number(benchFlag("rounds") ?? 5) || 5,
+    reference: benchFlag("reference") ?? Deno.env.get("CODEX_REFERENCE_BIN") ?? null,
+    transports: (benchFlag("transport")?.split(",") ?? ["stdio", "ws"]) as Transport[],
+  };
+}
+
 /** The median. */
 export const median = (xs: number[]): number =>
   [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

@@ -8,16 +8,9 @@
 //
 //   deno run -A bench/stdin_flood_bench.ts [--rounds 5] [--reference PATH] [--transport stdio,ws]
 
-import { median, type Server, startServers, type Transport } from "./helpers.ts";
+import { benchOptions, median, type Server, startServers } from "./helpers.ts";
 
-const args = Deno.args;
-const flag = (name: string) => {
-  const at = args.indexOf(`--${name}`);
-  return at >= 0 ? args[at + 1] : undefined;
-};
-const rounds = Number(flag("rounds") ?? 5) || 5;
-const reference = flag("reference") ?? Deno.env.get("CODEX_REFERENCE_BIN") ?? null;
-const transports = (flag("transport")?.split(",") ?? ["stdio", "ws"]) as Transport[];
+const { rounds, reference, transports } = benchOptions();
 const chunk = new TextEncoder().encode(new Uint8Array(4 * 1024 * 1024).fill(97).toBase64());
 
 async function round(s: Server, r: number): Promise<[number, number]> {

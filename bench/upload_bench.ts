@@ -11,17 +11,18 @@
 //
 //   deno run -A bench/upload_bench.ts [--rounds 5] [--reference PATH] [--only writefile,writeblock,write1m,write4m] [--transport stdio,ws]
 
-import { cache, cpu, median, type Server, startServers, type Transport } from "./helpers.ts";
+import {
+  benchFlag,
+  benchOptions,
+  cache,
+  cpu,
+  median,
+  type Server,
+  startServers,
+} from "./helpers.ts";
 
-const args = Deno.args;
-const flag = (name: string) => {
-  const at = args.indexOf(`--${name}`);
-  return at >= 0 ? args[at + 1] : undefined;
-};
-const rounds = Number(flag("rounds") ?? 5) || 5;
-const reference = flag("reference") ?? Deno.env.get("CODEX_REFERENCE_BIN") ?? null;
-const only = flag("only")?.split(",");
-const transports = (flag("transport")?.split(",") ?? ["stdio", "ws"]) as Transport[];
+const { rounds, reference, transports } = benchOptions();
+const only = benchFlag("only")?.split(",");
 const MiB = 1024 * 1024;
 
 /** A chunk of `size` bytes of varied content, as the ASCII bytes of its base64 (built once per size). */
