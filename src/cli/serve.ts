@@ -414,22 +414,21 @@ export async function runServe(config: ServeConfig): Promise<number> {
   const otlp = await requestedOtlp();
   // Closed last (declared first): the OTLP readers push what is left then.
   await using tracing = otlp?.traces || otlp?.logs
-    ? await (await import("../telemetry/tracing.ts")).startTracing(otlp)
+    ? await (await import("../telemetry/tracing.ts")).startTracing({
+      ...otlp,
+      spanName: (await import("../telemetry/exec_metrics.ts")).methodLabel,
+      // Pushes start seconds after the logger below exists.
+      onExportError: (error, spans) =>
+        logger.warn("telemetry.export_failed", { signal: "traces", spans, error }),
+    })
     : null;
   // Spans per request: pushed as Codex configures it, else with
   // OTEL_DENO=true through Deno's exporter, log lines then going through
   // console (which Deno exports), each continuing the caller's trace context.
-  const tracer = tracing?.tracerProvider
-    ? await otelRequestTracer({
-      tracerProvider: tracing.tracerProvider,
-      name: "codex-exec-server",
-      version: VERSION,
-      spanName: (await import("../telemetry/exec_metrics.ts")).methodLabel,
-    })
-    : await otelRequestTracer({ version: VERSION });
+  const tracer = tracing?.requestTracer ?? await otelRequestTracer({ version: VERSION });
   const logger = createLogger({
     level: config.logLevel,
-    ...(tracer && !tracing?.tracerProvider ? { write: consoleWrite } : {}),
+    ...(tracer && !tracing?.requestTracer ? { write: consoleWrite } : {}),
   });
   const measured = await startCommandMetrics(
     config.metricsListen,

@@ -20,10 +20,12 @@
  * @module
  */
 
-import type { SpanProvider } from "../log/otel.ts";
+import type { RequestTracer } from "../log/otel.ts";
 import type { OtlpExportSettings } from "./otlp_settings.ts";
 import { VERSION } from "../version.ts";
 import { osResource } from "./provider.ts";
+import { type Span, SpanKind, SpanRecorder } from "./spans.ts";
+import { otlpSpanSink } from "./otlp_traces.ts";
 
 /** What a server reports about the processes it starts and the HTTP requests it makes. */
 export interface ExecTelemetry {
@@ -83,10 +85,10 @@ export interface ProcessEnd {
   finished(exitCode: number | null, terminationRequested: boolean, sandboxDenied?: boolean): void;
 }
 
-/** Running tracing: the provider request spans are made on, the process reports, shutdown. */
+/** Running tracing: the request spans, the process reports, shutdown. */
 export interface Tracing extends AsyncDisposable {
-  /** Spans (null when only log events are pushed). */
-  readonly tracerProvider: SpanProvider | null;
+  /** A span per request (null when only log events are pushed). */
+  readonly requestTracer: RequestTracer | null;
   /** Process and HTTP spans and events. */
   readonly exec: ExecTelemetry;
   /** A remote executor's spans (`serve --remote`). */
@@ -103,6 +105,10 @@ export interface TracingOptions {
   readonly logs?: OtlpExportSettings | null;
   /** The resource's `service.name`. Default `codex-exec-server`. */
   readonly serviceName?: string;
+  /** A request span's name for its method (default: the method). */
+  readonly spanName?: (method: string) => string;
+  /** A push of spans failed (`spans` of them are gone). */
+  readonly onExportError?: (error: unknown, spans: number) => void;
 }
 
 /**
@@ -118,47 +124,41 @@ export interface TracingOptions {
 export async function startTracing(options: TracingOptions): Promise<Tracing | null> {
   const { traces, logs } = options;
   if (!traces && !logs) return null;
-  const [api, resources] = await Promise.all([
-    import("@opentelemetry/api"),
-    import("@opentelemetry/resources"),
-  ]);
-  const resource = resources.resourceFromAttributes({
+  const resourceAttributes = {
     "service.name": options.serviceName ?? "codex-exec-server",
     "service.version": VERSION,
     env: (traces ?? logs)!.environment,
     ...osResource(),
-  });
+  };
   const exporterOptions = (s: OtlpExportSettings) => ({
     url: s.endpoint,
     headers: { ...s.headers },
   });
 
-  let provider: import("@opentelemetry/sdk-trace-base").BasicTracerProvider | null = null;
-  if (traces) {
-    const [sdk, hooks] = await Promise.all([
-      import("@opentelemetry/sdk-trace-base"),
-      import("@opentelemetry/context-async-hooks"),
-    ]);
-    const exporter = traces.protocol === "json"
-      ? new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter(
-        exporterOptions(traces),
-      )
-      : new (await import("@opentelemetry/exporter-trace-otlp-proto")).OTLPTraceExporter(
-        exporterOptions(traces),
-      );
-    provider = new sdk.BasicTracerProvider({
-      resource,
-      spanProcessors: [new sdk.BatchSpanProcessor(exporter)],
-    });
-    // Child spans (a process's, under its `process/start`) find their parent.
-    api.context.setGlobalContextManager(new hooks.AsyncLocalStorageContextManager().enable());
-  }
-  const tracer = provider?.getTracer("codex-exec-server", VERSION) ?? null;
-  const runtime = tracer?.startSpan("codex.exec_server", { kind: api.SpanKind.INTERNAL }) ?? null;
+  const recorder = traces
+    ? new SpanRecorder(
+      otlpSpanSink(traces, {
+        resource: resourceAttributes,
+        scope: { name: "codex-exec-server", version: VERSION },
+      }),
+      options.onExportError ? { onError: options.onExportError } : {},
+    )
+    : null;
+  const runtime = recorder?.start("codex.exec_server", SpanKind.INTERNAL, { root: true }) ?? null;
+  // Only these handlers start spans under their request's (the process's
+  // and the HTTP request's below).
+  const parents = new Set(["process/start", "http/request"]);
+  const requestTracer = recorder?.requestTracer({
+    ...(options.spanName ? { spanName: options.spanName } : {}),
+    activeFor: (method) => parents.has(method),
+  }) ?? null;
 
   let loggerProvider: import("@opentelemetry/sdk-logs").LoggerProvider | null = null;
   if (logs) {
-    const sdk = await import("@opentelemetry/sdk-logs");
+    const [sdk, resources] = await Promise.all([
+      import("@opentelemetry/sdk-logs"),
+      import("@opentelemetry/resources"),
+    ]);
     const exporter = logs.protocol === "json"
       ? new (await import("@opentelemetry/exporter-logs-otlp-http")).OTLPLogExporter(
         exporterOptions(logs),
@@ -167,7 +167,7 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
         exporterOptions(logs),
       );
     loggerProvider = new sdk.LoggerProvider({
-      resource,
+      resource: resources.resourceFromAttributes(resourceAttributes),
       processors: [new sdk.BatchLogRecordProcessor(exporter)],
     });
   }
@@ -193,18 +193,13 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
       event("codex.exec_server.process_spawn_failed", processAttributes(sandboxed, metadata));
     },
     httpRequest(method, url) {
-      const span = tracer?.startSpan(
-        "codex.exec_server.http_request",
-        {
-          kind: api.SpanKind.CLIENT,
-          attributes: {
-            "http.request.method": method,
-            "server.address": url.hostname.replace(/^\[(.*)\]$/, "$1"),
-            "server.port": Number(url.port || (url.protocol === "https:" ? 443 : 80)),
-          },
+      const span = recorder?.start("codex.exec_server.http_request", SpanKind.CLIENT, {
+        attributes: {
+          "http.request.method": method,
+          "server.address": url.hostname.replace(/^\[(.*)\]$/, "$1"),
+          "server.port": Number(url.port || (url.protocol === "https:" ? 443 : 80)),
         },
-        api.context.active(),
-      );
+      });
       let ended = false;
       return {
         finished(status) {
@@ -216,11 +211,9 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
       };
     },
     processStarted(processId, sandboxed, metadata) {
-      const span = tracer?.startSpan(
-        "codex.exec_server.process",
-        { kind: api.SpanKind.INTERNAL, attributes: { "process.id": processId } },
-        api.context.active(),
-      );
+      const span = recorder?.start("codex.exec_server.process", SpanKind.INTERNAL, {
+        attributes: { "process.id": processId },
+      });
       const sandbox = processAttributes(sandboxed, metadata);
       event("codex.exec_server.process_start", sandbox);
       let ended = false;
@@ -245,12 +238,11 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
 
   const remote: RemoteTracing = {
     async clientSpan(name, attributes, call, withResult = true) {
-      if (!tracer) return await call();
-      const span = tracer.startSpan(
-        name,
-        { kind: api.SpanKind.CLIENT, attributes: { ...attributes } },
-        api.ROOT_CONTEXT,
-      );
+      if (!recorder) return await call();
+      const span: Span = recorder.start(name, SpanKind.CLIENT, {
+        root: true,
+        attributes: { ...attributes },
+      });
       try {
         const value = await call();
         if (withResult) span.setAttribute("result", "success");
@@ -274,7 +266,7 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
   const close = () =>
     closing ??= (async () => {
       runtime?.end();
-      await Promise.allSettled([provider?.shutdown(), loggerProvider?.shutdown()]);
+      await Promise.allSettled([recorder?.shutdown(), loggerProvider?.shutdown()]);
     })();
-  return { tracerProvider: provider, exec, remote, close, [Symbol.asyncDispose]: close };
+  return { requestTracer, exec, remote, close, [Symbol.asyncDispose]: close };
 }

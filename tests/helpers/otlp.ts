@@ -1,5 +1,46 @@
 // A small OTLP/HTTP receiver (JSON encoding) on loopback: what a server
 // pushes to `/v1/metrics`, `/v1/traces` and `/v1/logs`, kept for the test.
+// Protobuf trace pushes are decoded by OpenTelemetry's own generated
+// decoder (otlp-transformer's protobufjs root) into the JSON shape.
+
+import otlpRoot from "@opentelemetry/otlp-transformer/build/src/generated/root.js";
+
+interface ProtoType {
+  decode(bytes: Uint8Array): unknown;
+  toObject(message: unknown, options: Record<string, unknown>): Record<string, unknown>;
+}
+const traceRequest = (otlpRoot as unknown as {
+  opentelemetry: {
+    proto: { collector: { trace: { v1: { ExportTraceServiceRequest: ProtoType } } } };
+  };
+}).opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
+
+const hex = (bytes: Uint8Array) =>
+  Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+
+/**
+ * A protobuf `ExportTraceServiceRequest` in OTLP/JSON's shape (ids as hex,
+ * 64-bit integers as decimal strings, enums as numbers, absent = default).
+ */
+export function decodeTracesProtobuf(bytes: Uint8Array): unknown {
+  const object = traceRequest.toObject(traceRequest.decode(bytes), {
+    longs: String,
+    enums: Number,
+    bytes: Array,
+  });
+  const walk = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(walk);
+    if (v === null || typeof v !== "object") return v;
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(v)) {
+      out[key] = ["traceId", "spanId", "parentSpanId"].includes(key)
+        ? hex(Uint8Array.from(value as number[]))
+        : walk(value);
+    }
+    return out;
+  };
+  return walk(object);
+}
 
 /** One metric data point, flattened: its metric, kind and attributes. */
 export interface OtlpPoint {
@@ -20,7 +61,7 @@ export interface OtlpPoint {
 /** A running receiver. */
 export interface OtlpReceiver extends AsyncDisposable {
   readonly url: string;
-  /** Every JSON request body received, by path. */
+  /** Every JSON request body received, by path (protobuf trace pushes decoded). */
   readonly bodies: Map<string, unknown[]>;
   /** Every other body (protobuf), with its path and content type. */
   readonly raw: Array<
@@ -67,12 +108,12 @@ export function startOtlpReceiver(): OtlpReceiver {
     if (req.method !== "POST") return new Response("POST only", { status: 405 });
     if (!type.startsWith("application/json")) {
       // Kept as bytes (a protobuf push): its arrival and size are checked.
-      raw.push({
-        path,
-        type,
-        headers: Object.fromEntries(req.headers),
-        bytes: new Uint8Array(await req.arrayBuffer()),
-      });
+      const bytes = new Uint8Array(await req.arrayBuffer());
+      raw.push({ path, type, headers: Object.fromEntries(req.headers), bytes });
+      if (path === "/v1/traces" && type === "application/x-protobuf") {
+        if (!bodies.has(path)) bodies.set(path, []);
+        bodies.get(path)!.push(decodeTracesProtobuf(bytes));
+      }
       for (const wake of waiters) wake();
       return new Response(null, { status: 200 });
     }

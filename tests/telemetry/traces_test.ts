@@ -33,13 +33,13 @@ const value = (v: AnyValue) => String(v.stringValue ?? v.intValue ?? v.boolValue
 const attrs = (list: KeyValue[] = []) =>
   Object.fromEntries(list.map(({ key, value: v }) => [key, value(v)]));
 
-async function run(which: "ours" | "reference") {
+async function run(which: "ours" | "reference", protocol: "json" | "binary" = "json") {
   await using rx = startOtlpReceiver();
   const origin = httpOrigin();
   const home = referenceHome();
   await Deno.writeTextFile(
     `${home}/config.toml`,
-    `[otel]\ntrace_exporter = { otlp-http = { endpoint = "${rx.url}/v1/traces", protocol = "json" } }\n` +
+    `[otel]\ntrace_exporter = { otlp-http = { endpoint = "${rx.url}/v1/traces", protocol = "${protocol}" } }\n` +
       `exporter = { otlp-http = { endpoint = "${rx.url}/v1/logs", protocol = "json" } }\n`,
   );
   const [program, ...args] = which === "ours"
@@ -155,6 +155,21 @@ Deno.test({
       '["unknown",2,{"method":"no/such/method","result":"error"},null]',
     ]);
     assertEquals(ours.events.length, 5);
+  },
+});
+
+Deno.test({
+  name:
+    "traces: the same spans over OTLP/HTTP protobuf (Codex's default), decoded by OpenTelemetry's own decoder — side by side",
+  ignore: referenceBin() === null,
+  async fn() {
+    const [ours, reference] = await Promise.all([
+      run("ours", "binary"),
+      run("reference", "binary"),
+    ]);
+    assertEquals(ours.spans, reference.spans);
+    assertEquals(ours.spans.length, 11);
+    assertEquals(ours.events, reference.events);
   },
 });
 
