@@ -234,20 +234,27 @@ export function otlpSpanSink(
     let delay = 1000;
     for (let attempt = 1;; attempt++) {
       let response: Response;
+      const abort = new AbortController();
+      const timer = setTimeout(
+        () => abort.abort(new OtlpPushError(`no answer within ${perAttempt} ms`)),
+        Math.max(1, Math.min(perAttempt, deadline - Date.now())),
+      );
       try {
         response = await fetch(settings.endpoint, {
           method: "POST",
           headers,
           body,
-          signal: AbortSignal.timeout(Math.max(1, Math.min(perAttempt, deadline - Date.now()))),
+          signal: abort.signal,
         });
+        await response.body?.cancel();
       } catch (error) {
         throw new OtlpPushError(
           `OTLP push to ${settings.endpoint} failed: ${(error as Error).message}`,
           { cause: error },
         );
+      } finally {
+        clearTimeout(timer);
       }
-      await response.body?.cancel();
       if (response.ok) return;
       const wait = retryAfter(response.headers.get("retry-after")) ??
         delay * (0.8 + Math.random() * 0.4);
