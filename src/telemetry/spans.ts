@@ -403,10 +403,17 @@ export class SpanRecorder {
     options: {
       readonly spanName?: (method: string) => string;
       readonly activeFor?: (method: string) => boolean;
+      /**
+       * The name of an instant child span recorded under a request's span
+       * as it starts, given the span active where the request arrived
+       * (none: no such span).
+       */
+      readonly received?: (active: Span | undefined) => string | undefined;
     } = {},
   ): RequestTracer {
     const spanName = options.spanName ?? ((m: string) => m);
     const activeFor = options.activeFor ?? (() => true);
+    const received = options.received;
     const recorded = async <T extends object>(
       span: Span,
       attributes: Record<string, AttributeValue>,
@@ -455,6 +462,10 @@ export class SpanRecorder {
           attributes,
           ...(receivedAt !== undefined ? { startMs: performance.timeOrigin + receivedAt } : {}),
         });
+        const mark = received?.(this.#active.getStore());
+        if (mark !== undefined) {
+          this.start(mark, SpanKind.INTERNAL, { parent: span.context }).end();
+        }
         return activeFor(method)
           ? this.#active.run(span, () => recorded(span, attributes, answer, receivedAt))
           : recorded(span, attributes, answer, receivedAt);

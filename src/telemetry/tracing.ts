@@ -27,6 +27,11 @@ import { osResource } from "./provider.ts";
 import { type Span, SpanKind, SpanRecorder } from "./spans.ts";
 import { otlpSpanSink } from "./otlp_traces.ts";
 
+/** The span a remote executor serves each rendezvous socket in (the reference's name). */
+const ENVIRONMENT_SPAN = "run_multiplexed_environment";
+/** The instant span under each request received over the relay. */
+const NOISE_REQUEST_SPAN = "codex.exec_server.noise_request_received";
+
 /** What a server reports about the processes it starts and the HTTP requests it makes. */
 export interface ExecTelemetry {
   /**
@@ -43,6 +48,14 @@ export interface ExecTelemetry {
   processSpawnFailed(sandboxed: boolean, metadata?: ProcessMetadataLike | null): void;
   /** An `http/request` is sent (inside its span); returns how to report its response. */
   httpRequest(method: string, url: URL): HttpEnd;
+  /**
+   * Runs `step` (a step of starting a process: the reference's
+   * `codex.exec_server.process_prepare_sandbox`,
+   * `…process_prepare_shell_snapshot`, `…process_capture_shell_snapshot`,
+   * `codex.process.spawn`) inside an `INTERNAL` span `name` under the
+   * active one, ended when `step` returns or its promise settles.
+   */
+  span<T>(name: string, attributes: Readonly<Record<string, string | boolean>>, step: () => T): T;
 }
 
 /**
@@ -60,6 +73,14 @@ export interface RemoteTracing {
   ): Promise<T>;
   /** The executor's current registration. */
   executor(identity: { readonly environmentId: string; readonly registrationId: string }): void;
+  /**
+   * Serves one rendezvous socket (`serve`, every harness stream on it)
+   * inside the reference's root span `run_multiplexed_environment`
+   * (`noise_side` = `executor`): the streams' request spans are its
+   * children, each with an instant child
+   * `codex.exec_server.noise_request_received`.
+   */
+  environment<T>(serve: () => Promise<T>): Promise<T>;
 }
 
 /** The answer to one HTTP request, reported once. */
@@ -151,7 +172,23 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
   const requestTracer = recorder?.requestTracer({
     ...(options.spanName ? { spanName: options.spanName } : {}),
     activeFor: (method) => parents.has(method),
+    received: (active) => active?.name === ENVIRONMENT_SPAN ? NOISE_REQUEST_SPAN : undefined,
   }) ?? null;
+  // Runs `step` inside a child span of the active one, active meanwhile.
+  const within = <T>(span: Span, step: () => T): T => {
+    let result: T;
+    try {
+      result = recorder!.runActive(span, step);
+    } catch (error) {
+      span.end();
+      throw error;
+    }
+    if (result instanceof Promise) {
+      return result.finally(() => span.end()) as T;
+    }
+    span.end();
+    return result;
+  };
 
   let loggerProvider: import("@opentelemetry/sdk-logs").LoggerProvider | null = null;
   if (logs) {
@@ -189,6 +226,13 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
     "sandbox.type": sandboxed ? "LinuxSeccomp" : "None",
   });
   const exec: ExecTelemetry = {
+    span(name, attributes, step) {
+      if (!recorder) return step();
+      return within(
+        recorder.start(name, SpanKind.INTERNAL, { attributes: { ...attributes } }),
+        step,
+      );
+    },
     processSpawnFailed(sandboxed, metadata) {
       event("codex.exec_server.process_spawn_failed", processAttributes(sandboxed, metadata));
     },
@@ -253,6 +297,14 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
       } finally {
         span.end();
       }
+    },
+    environment(serve) {
+      if (!recorder) return serve();
+      const span = recorder.start(ENVIRONMENT_SPAN, SpanKind.INTERNAL, {
+        root: true,
+        attributes: { noise_side: "executor" },
+      });
+      return within(span, serve);
     },
     executor(identity) {
       executor = {

@@ -71,6 +71,44 @@ function clientSpans(bodies: unknown[]): string[] {
   ).filter((s) => s.kind === 3).map((s) => JSON.stringify([s.name, attrs(s.attributes)])).sort();
 }
 
+/**
+ * The spans of serving harnesses over the relay, as `[name, kind, parent,
+ * attributes]`, sorted: a `run_multiplexed_environment` per rendezvous
+ * socket, the request spans under it (named by kind: over the relay the
+ * reference names them all `unknown`, ours after their method), each with
+ * its instant `noise_request_received`.
+ */
+function environmentSpans(bodies: unknown[]): string[] {
+  type S = {
+    name: string;
+    kind: number;
+    spanId: string;
+    parentSpanId?: string;
+    attributes?: KeyValue[];
+  };
+  const all = bodies.flatMap((b) =>
+    (b as { resourceSpans: Array<{ scopeSpans: Array<{ spans: S[] }> }> })
+      .resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans))
+  );
+  const byId = new Map(all.map((s) => [s.spanId, s]));
+  const named = (s: S | undefined) => s === undefined ? null : s.kind === 2 ? "SERVER" : s.name;
+  return all
+    .filter((s) =>
+      s.kind === 2 || s.name === "run_multiplexed_environment" ||
+      s.name === "codex.exec_server.noise_request_received"
+    )
+    .map((s) => {
+      const a = attrs(s.attributes);
+      return JSON.stringify([
+        named(s),
+        s.kind,
+        s.parentSpanId ? named(byId.get(s.parentSpanId)) ?? "?" : null,
+        s.kind === 2 ? { method: a.method, result: a.result } : a,
+      ]);
+    })
+    .sort();
+}
+
 /** The process events, with the executor's identity, sorted. */
 function processEvents(bodies: unknown[]): string[] {
   return bodies.flatMap((b) =>
@@ -152,6 +190,7 @@ async function run(which: "ours" | "reference") {
       totals: totals(points),
       shapes: shapes(points),
       spans: traced(),
+      environment: environmentSpans(rx.bodies.get("/v1/traces") ?? []),
       events: processEvents(rx.bodies.get("/v1/logs") ?? []),
     };
   } finally {
@@ -174,6 +213,16 @@ Deno.test({
     // The registry and rendezvous calls as CLIENT spans, and the executor named on its events.
     assertEquals(ours.spans, reference.spans);
     assertEquals(ours.events, reference.events);
+    // The harness's requests under the rendezvous socket's span, as the reference's.
+    assertEquals(ours.environment, reference.environment);
+    assertEquals(ours.environment, [
+      '["SERVER",2,"run_multiplexed_environment",{"method":"initialize","result":"success"}]',
+      '["SERVER",2,"run_multiplexed_environment",{"method":"process/start","result":"success"}]',
+      '["codex.exec_server.noise_request_received",1,"SERVER",{}]',
+      '["codex.exec_server.noise_request_received",1,"SERVER",{}]',
+      '["run_multiplexed_environment",1,null,{"noise_side":"executor"}]',
+      '["run_multiplexed_environment",1,null,{"noise_side":"executor"}]',
+    ]);
     assertEquals(ours.spans, [
       '["codex.exec_server.remote.environment_registry.validate_harness_key",{"environment_id":"env-m","executor_registration_id":"REG"}]',
       '["codex.exec_server.remote.register",{"result":"success"}]',

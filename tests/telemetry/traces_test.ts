@@ -4,14 +4,16 @@
 // a SERVER span per request (named after its method, `unknown` outside the
 // protocol, with `method` and `result`), a `codex.exec_server.process` span
 // per process under its `process/start` (`process.id`, `result`), and the
-// process start and exit events must be the same.
+// process start and exit events must be the same — and the steps of a start
+// (`codex.exec_server.process_prepare_sandbox`, `…_prepare_shell_snapshot`,
+// `…_capture_shell_snapshot`, `codex.process.spawn`) under it.
 
 import { assert, assertEquals } from "../helpers/assert.ts";
 import { startOtlpReceiver } from "../helpers/otlp.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { eventually, ourStdioCommand, spawnCommandServer } from "../helpers/wire_client.ts";
 import { metricsWorkload } from "../helpers/metrics_workload.ts";
-import { startProcess } from "../helpers/wire_client.ts";
+import { collectProcess, startProcess } from "../helpers/wire_client.ts";
 import { httpOrigin } from "../helpers/proxy.ts";
 import { codexExecOnce, fakeModel } from "../helpers/fake_model.ts";
 import { scratchRoot } from "../helpers/reference.ts";
@@ -51,6 +53,13 @@ async function run(which: "ours" | "reference", protocol: "json" | "binary" = "j
     // A spawn that fails, and an HTTP request from inside the environment.
     const failed = await startProcess(s.client, "nx", ["/nonexistent/command"]);
     assertEquals(failed.error?.data?.kind, "spawnNotFound", JSON.stringify(failed));
+    // A login shell under Codex's shell snapshot: its capture is a span too.
+    const snapped = await startProcess(s.client, "snap", ["/bin/bash", "-lc", "exit 0"], {
+      env: { PATH: "/usr/bin:/bin", HOME: home },
+      shellSnapshot: { scopeId: "s1", shell: { name: "bash", path: "/bin/bash" } },
+    });
+    assert(snapped.result, JSON.stringify(snapped));
+    assertEquals((await collectProcess(s.client, "snap")).exitCode, 0);
     const fetched = await s.client.call("http/request", {
       requestId: "h1",
       method: "GET",
@@ -88,7 +97,7 @@ async function run(which: "ours" | "reference", protocol: "json" | "binary" = "j
   // Pushed at shutdown: the runtime span ends last.
   assert(
     await eventually(
-      () => spans().some((s) => s.name === "codex.exec_server") && events().length >= 5,
+      () => spans().some((s) => s.name === "codex.exec_server") && events().length >= 7,
       30_000,
     ),
     `${which}: no spans or events`,
@@ -104,12 +113,15 @@ async function run(which: "ours" | "reference", protocol: "json" | "binary" = "j
     "server.address",
     "server.port",
     "http.response.status_code",
+    "snapshot_requested",
   ];
   const summary = all
-    // The reference's internal spans (fs checks, sandbox and snapshot
-    // preparation, spawn, its process reaper's) are implementation detail.
+    // The steps of a start (sandbox and snapshot preparation, the
+    // snapshot's capture, the spawn) are spans of both; the reference's
+    // start-up file checks and its process reaper's span are its own.
     .filter((s) =>
       s.kind === 2 || s.kind === 3 || s.name === "codex.exec_server" ||
+      /^codex\.exec_server\.process_(prepare|capture)_|^codex\.process\.spawn$/.test(s.name) ||
       (s.name === "codex.exec_server.process" && "process.id" in attrs(s.attributes))
     )
     .map((s) => {
@@ -146,15 +158,30 @@ Deno.test({
       '["codex.exec_server.http_request",3,{"http.request.method":"GET","server.address":"127.0.0.1","server.port":"ORIGIN","http.response.status_code":"200"},"http/request"]',
       '["codex.exec_server.process",1,{"result":"error","process.id":"bad"},"process/start"]',
       '["codex.exec_server.process",1,{"result":"success","process.id":"ok"},"process/start"]',
+      '["codex.exec_server.process",1,{"result":"success","process.id":"snap"},"process/start"]',
+      '["codex.exec_server.process_capture_shell_snapshot",1,{"process.id":"snap"},"codex.exec_server.process_prepare_shell_snapshot"]',
+      '["codex.exec_server.process_prepare_sandbox",1,{"process.id":"bad"},"process/start"]',
+      '["codex.exec_server.process_prepare_sandbox",1,{"process.id":"nx"},"process/start"]',
+      '["codex.exec_server.process_prepare_sandbox",1,{"process.id":"ok"},"process/start"]',
+      '["codex.exec_server.process_prepare_sandbox",1,{"process.id":"snap"},"process/start"]',
+      '["codex.exec_server.process_prepare_shell_snapshot",1,{"process.id":"bad","snapshot_requested":"false"},"process/start"]',
+      '["codex.exec_server.process_prepare_shell_snapshot",1,{"process.id":"nx","snapshot_requested":"false"},"process/start"]',
+      '["codex.exec_server.process_prepare_shell_snapshot",1,{"process.id":"ok","snapshot_requested":"false"},"process/start"]',
+      '["codex.exec_server.process_prepare_shell_snapshot",1,{"process.id":"snap","snapshot_requested":"true"},"process/start"]',
+      '["codex.process.spawn",1,{},"process/start"]',
+      '["codex.process.spawn",1,{},"process/start"]',
+      '["codex.process.spawn",1,{},"process/start"]',
+      '["codex.process.spawn",1,{},"process/start"]',
       '["fs/readFile",2,{"method":"fs/readFile","result":"error"},null]',
       '["http/request",2,{"method":"http/request","result":"success"},null]',
       '["initialize",2,{"method":"initialize","result":"success"},null]',
       '["process/start",2,{"method":"process/start","result":"error"},null]',
       '["process/start",2,{"method":"process/start","result":"success"},null]',
       '["process/start",2,{"method":"process/start","result":"success"},null]',
+      '["process/start",2,{"method":"process/start","result":"success"},null]',
       '["unknown",2,{"method":"no/such/method","result":"error"},null]',
     ]);
-    assertEquals(ours.events.length, 5);
+    assertEquals(ours.events.length, 7);
   },
 });
 
@@ -168,7 +195,7 @@ Deno.test({
       run("reference", "binary"),
     ]);
     assertEquals(ours.spans, reference.spans);
-    assertEquals(ours.spans.length, 11);
+    assertEquals(ours.spans.length, 26);
     assertEquals(ours.events, reference.events);
   },
 });

@@ -284,7 +284,11 @@ export class RemoteExecutor implements AsyncDisposable {
       this.#connectedOnce.resolve();
       this.#logger.info("remote.connected", { environment: this.#options.environmentId });
       const started = Date.now();
-      const ended = await this.#serve(channel);
+      // The streams of one rendezvous socket are served inside its span.
+      const tracing = this.#options.tracing;
+      const ended = await (tracing
+        ? tracing.environment(() => this.#serve(channel))
+        : this.#serve(channel));
       this.#channel = null;
       if (Date.now() - started >= resetAfter) base = initial;
       if (!this.#closed) {

@@ -288,6 +288,17 @@ async function launchProxy(
   }
 }
 
+/** Runs one step of a start inside its span when the server is traced (see `ExecTelemetry.span`). */
+function traced<T>(
+  server: HandlerContext["server"],
+  name: string,
+  attributes: Readonly<Record<string, string | boolean>>,
+  step: () => T,
+): T {
+  const telemetry = server.execTelemetry;
+  return telemetry ? telemetry.span(name, attributes, step) : step();
+}
+
 /**
  * A `-32603` start failure with its kind (`data.kind`, as Codex 0.171
  * reports it) and, for the debug log, what it concerns.
@@ -319,11 +330,12 @@ async function startChild(
   const { session, server } = ctx;
   let sandbox: PreparedSandbox | null;
   try {
-    sandbox = prepareSandbox(
-      p.sandbox,
-      { cwd: p.cwd, env },
-      server.options.sandboxPidNamespace,
-      route,
+    sandbox = traced(
+      server,
+      "codex.exec_server.process_prepare_sandbox",
+      { "process.id": p.processId },
+      () =>
+        prepareSandbox(p.sandbox, { cwd: p.cwd, env }, server.options.sandboxPidNamespace, route),
     );
   } catch (error) {
     if (error instanceof SandboxUnavailableError) {
@@ -351,39 +363,54 @@ async function launchChild(
   sandbox: PreparedSandbox | null,
 ): Promise<ProcessStartResult> {
   const { session, server } = ctx;
-  let argv = p.argv;
-  // A snapshot file lives on the host: used where the sandbox can read it.
-  if (p.shellSnapshot && (!sandbox || readsEverything(sandbox.plan))) {
-    const requestEnv = { ...(p.envPolicy?.set ?? {}), ...p.env };
-    argv = await server.shellSnapshots.commandLine(
-      p.shellSnapshot,
-      p.argv,
-      { set: Object.keys(requestEnv), env: requestEnv },
-      (captureArgv, limits) =>
-        captureOutput(
-          starter,
-          { sandbox, argv: captureArgv, cwd: p.cwd, env },
-          limits,
-          (pgid) => server.orphans.watch(pgid),
-        ),
-    );
-    if (session.hasProcess(p.processId)) {
-      throw invalidRequest(`process ${p.processId} already exists`);
-    }
-  }
+  const shellSnapshot = p.shellSnapshot;
+  const id = { "process.id": p.processId };
+  const argv = await traced(
+    server,
+    "codex.exec_server.process_prepare_shell_snapshot",
+    { ...id, snapshot_requested: shellSnapshot != null },
+    async () => {
+      // A snapshot file lives on the host: used where the sandbox can read it.
+      if (!shellSnapshot || (sandbox && !readsEverything(sandbox.plan))) return p.argv;
+      const requestEnv = { ...(p.envPolicy?.set ?? {}), ...p.env };
+      const argv = await server.shellSnapshots.commandLine(
+        shellSnapshot,
+        p.argv,
+        { set: Object.keys(requestEnv), env: requestEnv },
+        (captureArgv, limits) =>
+          traced(
+            server,
+            "codex.exec_server.process_capture_shell_snapshot",
+            id,
+            () =>
+              captureOutput(
+                starter,
+                { sandbox, argv: captureArgv, cwd: p.cwd, env },
+                limits,
+                (pgid) => server.orphans.watch(pgid),
+              ),
+          ),
+      );
+      if (session.hasProcess(p.processId)) {
+        throw invalidRequest(`process ${p.processId} already exists`);
+      }
+      return argv;
+    },
+  );
   let started;
   try {
-    started = starter({
-      sandbox,
-      argv,
-      cwd: p.cwd,
-      env,
-      arg0: p.arg0 ?? null,
-      pipeStdin: p.pipeStdin,
-      tty: p.tty,
-      rows: p.rows ?? 24,
-      cols: p.cols ?? 80,
-    });
+    started = traced(server, "codex.process.spawn", {}, () =>
+      starter({
+        sandbox,
+        argv,
+        cwd: p.cwd,
+        env,
+        arg0: p.arg0 ?? null,
+        pipeStdin: p.pipeStdin,
+        tty: p.tty,
+        rows: p.rows ?? 24,
+        cols: p.cols ?? 80,
+      }));
   } catch (error) {
     if (error instanceof SpawnError) {
       server.execTelemetry?.processSpawnFailed(sandbox !== null, p.metadata);
