@@ -197,9 +197,10 @@ Deno.test("protobuf writer: nested lengths across one, two and three bytes, stri
 function collecting(options: ConstructorParameters<typeof SpanRecorder>[1] = {}) {
   const batches: SpanData[][] = [];
   const waiters: Array<() => void> = [];
-  const recorder = new SpanRecorder(async (batch) => {
+  const recorder = new SpanRecorder((batch) => {
     batches.push([...batch]);
     for (const wake of waiters.splice(0)) wake();
+    return Promise.resolve();
   }, { scheduledDelayMs: 60_000, ...options });
   const next = () => new Promise<void>((resolve) => waiters.push(resolve));
   return { recorder, batches, next };
@@ -208,9 +209,9 @@ function collecting(options: ConstructorParameters<typeof SpanRecorder>[1] = {})
 Deno.test("span recorder: parents, parent-based sampling, remote flags and tracestate as the SDK keeps them", async () => {
   const { recorder, batches } = collecting();
   const tracer = recorder.requestTracer({ activeFor: (m) => m === "process/start" });
-  const answer = (child: string | null) => async () => {
+  const answer = (child: string | null) => () => {
     if (child) recorder.start(child, SpanKind.INTERNAL).end();
-    return { result: {} };
+    return Promise.resolve({ result: {} });
   };
   const sampled = {
     traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
