@@ -29,6 +29,8 @@ import { otlpSpanSink } from "./otlp_traces.ts";
 
 /** The span a remote executor serves each rendezvous socket in (the reference's name). */
 const ENVIRONMENT_SPAN = "run_multiplexed_environment";
+/** A refused handshake's span. */
+const HANDSHAKE_DIAGNOSTIC = "codex.exec_server.noise_handshake_diagnostic";
 /** The instant span under each request received over the relay. */
 const NOISE_REQUEST_SPAN = "codex.exec_server.noise_request_received";
 
@@ -81,6 +83,40 @@ export interface RemoteTracing {
    * `codex.exec_server.noise_request_received`.
    */
   environment<T>(serve: () => Promise<T>): Promise<T>;
+  /**
+   * A harness's handshake was refused: the reference's root span
+   * `codex.exec_server.noise_handshake_diagnostic` and its `WARN` event
+   * ("Noise executor handshake diagnostic").
+   */
+  handshakeRejected(rejection: HandshakeRejected): void;
+}
+
+/**
+ * Why an executor refused a harness's handshake, as the reference's
+ * `noise_reason` names it.
+ */
+export type HandshakeRejection =
+  | "cooldown"
+  | "duplicate_active_stream"
+  | "duplicate_pending_stream"
+  | "active_stream_limit"
+  | "pending_validation_limit"
+  | "handshake_request"
+  | "authorization_too_long"
+  | "authorization_not_utf8"
+  | "registry_http"
+  | "validation_protocol"
+  | "validation_timeout"
+  | "registry_request";
+
+/** One refused handshake. */
+export interface HandshakeRejected {
+  readonly environmentId: string;
+  readonly registrationId: string;
+  readonly streamId: string;
+  readonly reason: HandshakeRejection;
+  /** The registry's HTTP status (`registry_http`), else null. */
+  readonly registryStatus: number | null;
 }
 
 /** The answer to one HTTP request, reported once. */
@@ -305,6 +341,27 @@ export async function startTracing(options: TracingOptions): Promise<Tracing | n
         attributes: { noise_side: "executor" },
       });
       return within(span, serve);
+    },
+    handshakeRejected(r) {
+      const attributes = {
+        noise_event: "handshake",
+        noise_outcome: "rejected",
+        noise_side: "executor",
+        noise_reason: r.reason,
+        // Spelled as the reference spells it (Rust's `Option` debug form).
+        registry_status: r.registryStatus === null ? "None" : `Some(${r.registryStatus})`,
+        environment_id: r.environmentId,
+        executor_registration_id: r.registrationId,
+        stream_id: r.streamId,
+      };
+      recorder?.start(HANDSHAKE_DIAGNOSTIC, SpanKind.INTERNAL, { root: true, attributes }).end();
+      // Severity WARN (13), as the reference's, with its message and without an event name.
+      events?.emit({
+        severityNumber: 13,
+        severityText: "WARN",
+        body: "Noise executor handshake diagnostic",
+        attributes,
+      });
     },
     executor(identity) {
       executor = {

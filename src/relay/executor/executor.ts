@@ -22,7 +22,7 @@
 import { connectWebSocket, WebSocketHandshakeError } from "../../websocket/handshake.ts";
 import type { WebSocketChannel, WebSocketCloseInfo } from "../../websocket/channel.ts";
 import type { ReconnectReason, RemoteMetrics } from "../../telemetry/exec_metrics.ts";
-import type { RemoteTracing } from "../../telemetry/tracing.ts";
+import type { HandshakeRejection, RemoteTracing } from "../../telemetry/tracing.ts";
 import { type Logger, nullLogger } from "../../log/logger.ts";
 import type { HandshakeState } from "../../noise/handshake.ts";
 import {
@@ -31,6 +31,7 @@ import {
   buildPrologue,
   encodePublicKey,
   generateIdentity,
+  MAX_AUTHORIZATION_BYTES,
   type NoiseIdentity,
   responderHandshake,
 } from "../../noise/hybrid_ik.ts";
@@ -321,6 +322,18 @@ export class RemoteExecutor implements AsyncDisposable {
     link.send(frames.reset(streamId)).catch(() => {});
   }
 
+  /** A handshake refused: in the debug log, and as the reference's diagnostic (span and event). */
+  #rejected(streamId: string, reason: HandshakeRejection, registryStatus: number | null = null) {
+    this.#logger.debug("remote.handshake_rejected", { stream: streamId, reason, registryStatus });
+    this.#options.tracing?.handshakeRejected({
+      environmentId: this.#options.environmentId,
+      registrationId: this.#registration.executorRegistrationId,
+      streamId,
+      reason,
+      registryStatus,
+    });
+  }
+
   #fail(): void {
     this.#failures++;
     if (this.#failures >= FAILURE_BUDGET) {
@@ -344,15 +357,18 @@ export class RemoteExecutor implements AsyncDisposable {
     const state = this.#streams.get(id);
     switch (body.kind) {
       case "handshake": {
-        if (Date.now() < this.#cooldownUntil) return this.#reset(link, id);
-        if (state?.kind === "active") return this.#reset(link, id);
+        const refused = (reason: HandshakeRejection) => {
+          this.#rejected(id, reason);
+          this.#reset(link, id);
+        };
+        if (Date.now() < this.#cooldownUntil) return refused("cooldown");
+        if (state?.kind === "active") return refused("duplicate_active_stream");
         if (state?.kind === "pending") {
           this.#abandon(id, state);
-          return this.#reset(link, id);
+          return refused("duplicate_pending_stream");
         }
-        if (this.activeStreams >= MAX_ACTIVE || this.#pending >= MAX_PENDING) {
-          return this.#reset(link, id);
-        }
+        if (this.activeStreams >= MAX_ACTIVE) return refused("active_stream_limit");
+        if (this.#pending >= MAX_PENDING) return refused("pending_validation_limit");
         return this.#handshake(id, body.payload, link);
       }
       case "data": {
@@ -385,9 +401,23 @@ export class RemoteExecutor implements AsyncDisposable {
         this.identity,
         buildPrologue(this.#options.environmentId, registration.executorRegistrationId, id),
       );
-      authorization = authorizationFromPayload(hs.readMessage(msg1));
+      const payload = hs.readMessage(msg1);
+      try {
+        authorization = authorizationFromPayload(payload);
+      } catch (error) {
+        this.#rejected(
+          id,
+          payload.length > MAX_AUTHORIZATION_BYTES
+            ? "authorization_too_long"
+            : "authorization_not_utf8",
+        );
+        this.#logger.debug("remote.handshake_failed", { error: (error as Error).message });
+        this.#fail();
+        return this.#reset(link, id);
+      }
     } catch (error) {
-      this.#logger.debug("remote.handshake_rejected", { error: (error as Error).message });
+      this.#rejected(id, "handshake_request");
+      this.#logger.debug("remote.handshake_failed", { error: (error as Error).message });
       this.#fail();
       return this.#reset(link, id);
     }
@@ -406,7 +436,14 @@ export class RemoteExecutor implements AsyncDisposable {
             harness_public_key: encodePublicKey(hs.remoteStatic!),
             harness_key_authorization: authorization,
           },
-          (why) => this.#logger.info("remote.harness_refused", { stream: id, ...why }),
+          (why) => {
+            this.#logger.info("remote.harness_refused", {
+              stream: id,
+              status: why.status,
+              code: why.code,
+            });
+            this.#rejected(id, why.reason, why.reason === "registry_http" ? why.status : null);
+          },
         );
       const verdict = await traced(
         this.#options.tracing,

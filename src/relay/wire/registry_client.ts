@@ -25,7 +25,13 @@ export interface RegistryEndpoint {
 /** A registry answered with an error (or not at all). */
 export class RegistryError extends Error {
   /** Creates the error. */
-  constructor(message: string, readonly status: number | null, readonly code: string | null) {
+  constructor(
+    message: string,
+    readonly status: number | null,
+    readonly code: string | null,
+    /** The registry did not answer in time. */
+    readonly timedOut = false,
+  ) {
     super(message);
     this.name = "RegistryError";
   }
@@ -67,6 +73,7 @@ async function post(
       `environment registry request failed: ${describeFetchFailure(url, error, timeoutMs)}`,
       null,
       null,
+      (error as { name?: string } | null)?.name === "TimeoutError",
     );
   }
   // Bounded: an error page can be anything.
@@ -242,6 +249,16 @@ export type ValidationResult = "valid" | "invalid" | "unauthorized";
 
 /** Why a validation was not `valid`: the status and the registry's code, never its message. */
 export interface ValidationRefusal {
+  /**
+   * Why, as the reference's handshake diagnostics name it: `registry_http`
+   * (an answer other than 200), `validation_protocol` (200 but not
+   * `{"valid": true}`), `validation_timeout`, `registry_request` (no answer).
+   */
+  readonly reason:
+    | "registry_http"
+    | "validation_protocol"
+    | "validation_timeout"
+    | "registry_request";
   /** The HTTP status, or null when the registry did not answer. */
   readonly status: number | null;
   /** The registry's error code, when it is a plain identifier. */
@@ -273,13 +290,22 @@ export async function validateHarness(
       10_000,
       { "x-codex-noise-stream-id": streamId },
     );
-  } catch {
-    onRefusal({ status: null, code: null });
+  } catch (error) {
+    const timedOut = error instanceof RegistryError && error.timedOut;
+    onRefusal({
+      reason: timedOut ? "validation_timeout" : "registry_request",
+      status: null,
+      code: null,
+    });
     return "invalid";
   }
   const { status, json } = answer;
   if (status === 200 && (json as { valid?: unknown } | null)?.valid === true) return "valid";
-  onRefusal({ status, code: registryCode(json) });
+  onRefusal({
+    reason: status === 200 ? "validation_protocol" : "registry_http",
+    status,
+    code: registryCode(json),
+  });
   return status === 401 ? "unauthorized" : "invalid";
 }
 
