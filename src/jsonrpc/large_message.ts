@@ -197,15 +197,18 @@ function markerText(): string {
 
 /**
  * The message in `bytes` with its long base64 string decoded to bytes, or
- * null when the general path must decide (see the module documentation).
+ * null when the general path must decide (see the module documentation) —
+ * always for a message under {@linkcode LARGE_MESSAGE_BYTES} or without
+ * `members` (a transport that decodes no base64 member).
  * Nothing is kept of `bytes`: the caller may reuse them once this returns.
  */
 export function decodeLargeMessage(
   bytes: Uint8Array,
-  members: Base64Members,
+  members: Base64Members | undefined,
   limits: StrictJsonLimits,
   decodeUtf8: StrictUtf8Decode,
 ): IncomingMessage | null {
+  if (members === undefined || bytes.length < LARGE_MESSAGE_BYTES) return null;
   const start = longStringStart(bytes);
   if (start === -1) return null;
   const decoded = decodeBase64String(bytes, start);

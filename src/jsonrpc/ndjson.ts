@@ -28,7 +28,6 @@ import { strictUtf8Decoder } from "../util/utf8.ts";
 import { decodeLargeMessage, LARGE_MESSAGE_BYTES } from "./large_message.ts";
 
 /** A pending line this long makes the reads larger (see `NdjsonOptions.pipeFd`). */
-const LONG_LINE_BYTES = 64 * 1024;
 /** The pipe buffer and read size for long lines. */
 const PIPE_BYTES = 1024 * 1024;
 
@@ -200,12 +199,10 @@ export function ndjsonConnection(
       if (violation !== null) return;
       if (line.length > 0 && line[line.length - 1] === 0x0d) line = line.subarray(0, -1);
       if (isBlank(line)) return;
-      if (members !== undefined && line.length >= LARGE_MESSAGE_BYTES) {
-        const message = decodeLargeMessage(line, members, limits, decode);
-        if (message !== null) {
-          ready.push(message);
-          return;
-        }
+      const large = decodeLargeMessage(line, members, limits, decode);
+      if (large !== null) {
+        ready.push(large);
+        return;
       }
       let text: string;
       try {
@@ -233,7 +230,7 @@ export function ndjsonConnection(
       if (!splitter.push(chunk, onLine)) {
         violation = `line exceeds ${maxLine} bytes`;
       }
-      if (!grown && direct && splitter.pendingBytes > LONG_LINE_BYTES) growReads();
+      if (!grown && direct && splitter.pendingBytes > LARGE_MESSAGE_BYTES) growReads();
       if (violation !== null) {
         // Messages before the violation are still delivered, then the end.
         ended = true;

@@ -70,10 +70,7 @@ export function webSocketConnection(
     if (value instanceof RawText) {
       const raw = value;
       try {
-        const members = options.base64Members;
-        const message = members === undefined
-          ? null
-          : decodeLargeMessage(raw.bytes, members, limits, decode);
+        const message = decodeLargeMessage(raw.bytes, options.base64Members, limits, decode);
         if (message !== null) return message;
         value = decode(raw.bytes);
       } catch {

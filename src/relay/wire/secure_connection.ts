@@ -27,7 +27,7 @@ import { TAGLEN } from "../../noise/primitives.ts";
 import { lengthPrefixFraming, MAX_RELAY_MESSAGE, MessageAssembler } from "./message_framing.ts";
 import { OrderedCiphertext, SequenceCounter } from "./ordered.ts";
 import { strictUtf8Decoder } from "../../util/utf8.ts";
-import { decodeLargeMessage, LARGE_MESSAGE_BYTES } from "../../jsonrpc/large_message.ts";
+import { decodeLargeMessage } from "../../jsonrpc/large_message.ts";
 import { DEFAULT_JSON_LIMITS } from "../../jsonrpc/strict_json.ts";
 
 /** How the stream reaches its socket. */
@@ -232,11 +232,9 @@ class RelayStream implements SecureStream {
 
   #deliverMessage(bytes: Uint8Array): void {
     const options = this.#options;
-    const members = options.base64Members;
     const message =
-      (members !== undefined && bytes.length >= LARGE_MESSAGE_BYTES
-        ? decodeLargeMessage(bytes, members, DEFAULT_JSON_LIMITS, this.#decode)
-        : null) ?? this.#decodeText(bytes);
+      decodeLargeMessage(bytes, options.base64Members, DEFAULT_JSON_LIMITS, this.#decode) ??
+        this.#decodeText(bytes);
     const limit = options.inboundLimit?.(message) ?? null;
     if (limit !== null && bytes.length > limit) {
       throw new Error(`Noise relay JSON-RPC message exceeds maximum length of ${limit} bytes`);
