@@ -52,6 +52,8 @@ export {
 } from "./src/log/otel.ts";
 export {
   type ExecTelemetry,
+  type HandshakeRejected,
+  type HandshakeRejection,
   type HttpEnd,
   type ProcessEnd,
   type ProcessMetadataLike,

@@ -111,9 +111,13 @@ export type HandshakeRejection =
 
 /** One refused handshake. */
 export interface HandshakeRejected {
+  /** The executor's environment. */
   readonly environmentId: string;
+  /** Its current registration. */
   readonly registrationId: string;
+  /** The harness's stream. */
   readonly streamId: string;
+  /** Why. */
   readonly reason: HandshakeRejection;
   /** The registry's HTTP status (`registry_http`), else null. */
   readonly registryStatus: number | null;
