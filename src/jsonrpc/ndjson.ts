@@ -27,7 +27,6 @@ import { DEFAULT_JSON_LIMITS, type StrictJsonLimits } from "./strict_json.ts";
 import { strictUtf8Decoder } from "../util/utf8.ts";
 import { decodeLargeMessage, LARGE_MESSAGE_BYTES } from "./large_message.ts";
 
-/** A pending line this long makes the reads larger (see `NdjsonOptions.pipeFd`). */
 /** The pipe buffer and read size for long lines. */
 const PIPE_BYTES = 1024 * 1024;
 
