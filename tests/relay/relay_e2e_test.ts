@@ -1,7 +1,7 @@
 // Remote mode end to end on 127.0.0.1: our relay (registry + rendezvous),
 // our executor and our client, everything through the encrypted path.
 
-import { relayedServer } from "../helpers/relay.ts";
+import { relayedServer, spawnRemoteExecutor } from "../helpers/relay.ts";
 import { connect } from "../../src/client/client.ts";
 import { RendezvousError } from "../../src/client/rendezvous.ts";
 import { nullLogger } from "../../src/log/logger.ts";
@@ -159,24 +159,10 @@ Deno.test({
     const home = await Deno.makeTempDir();
     const executorToken = await relay.store.createToken("executor", "env-ref");
     const harnessToken = await relay.store.createToken("harness", "env-ref");
-    const child = new Deno.Command(REFERENCE!, {
-      args: [
-        "exec-server",
-        "--remote",
-        relay.url,
-        "--environment-id",
-        "env-ref",
-        "--registration-bearer-stdin",
-      ],
-      env: { CODEX_HOME: home },
-      stdin: "piped",
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
+    const executor = await spawnRemoteExecutor("reference", relay.url, "env-ref", executorToken, {
+      CODEX_HOME: home,
+    });
     try {
-      const w = child.stdin.getWriter();
-      await w.write(new TextEncoder().encode(executorToken + "\n"));
-      await w.close();
       assert(await eventually(() => relay.executorCount > 0, 30_000), "timed out waiting");
       assertEquals(relay.executorCount, 1);
       const client = await connect({
@@ -194,8 +180,7 @@ Deno.test({
       await Deno.remove(dir, { recursive: true });
       await client.close();
     } finally {
-      child.kill("SIGTERM");
-      await child.status;
+      await executor.stop();
       await relay.close();
       await Deno.remove(home, { recursive: true });
     }

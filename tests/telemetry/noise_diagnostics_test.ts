@@ -13,7 +13,7 @@ import { assert, assertEquals } from "../helpers/assert.ts";
 import { startOtlpReceiver } from "../helpers/otlp.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { eventually } from "../helpers/wire_client.ts";
-import { CLI } from "../helpers/cli.ts";
+import { spawnRemoteExecutor } from "../helpers/relay.ts";
 import { startRelayServer } from "../../src/relay/server/relay_server.ts";
 import { rendezvousTransport } from "../../src/client/rendezvous.ts";
 import { connectHarness } from "../../src/relay/wire/registry_client.ts";
@@ -70,29 +70,14 @@ async function run(which: "ours" | "reference") {
     `[otel]\ntrace_exporter = { otlp-http = { endpoint = "${rx.url}/v1/traces", protocol = "json" } }\n` +
       `exporter = { otlp-http = { endpoint = "${rx.url}/v1/logs", protocol = "json" } }\n`,
   );
-  const remote = [
-    "--remote",
+  const executor = await spawnRemoteExecutor(
+    which,
     `http://127.0.0.1:${registry.addr.port}`,
-    "--environment-id",
     "env-d",
-    "--registration-bearer-stdin",
-  ];
-  const [program, ...args] = which === "ours"
-    ? [Deno.execPath(), "run", "-A", CLI, "serve", ...remote, "--log-level", "error"]
-    : [referenceBin()!, "exec-server", ...remote];
-  const child = new Deno.Command(program!, {
-    args,
-    env: { CODEX_HOME: home },
-    stdin: "piped",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
+    await relay.store.createToken("executor", "env-d"),
+    { CODEX_HOME: home },
+  );
   try {
-    const w = child.stdin.getWriter();
-    await w.write(
-      new TextEncoder().encode(await relay.store.createToken("executor", "env-d") + "\n"),
-    );
-    await w.close();
     assert(await eventually(() => relay.executorCount === 1, 60_000), `${which}: never registered`);
     const endpoint = { url: relay.url, bearer: await relay.store.createToken("harness", "env-d") };
     const outcomes: string[] = [];
@@ -115,8 +100,7 @@ async function run(which: "ours" | "reference") {
       }
     }
     // Spans and events are pushed at shutdown at the latest.
-    child.kill("SIGTERM");
-    await child.status;
+    await executor.stop();
     const logs = () =>
       (rx.bodies.get("/v1/logs") ?? []).flatMap((b) =>
         (b as {
@@ -184,10 +168,7 @@ async function run(which: "ours" | "reference") {
       }),
     };
   } finally {
-    try {
-      child.kill("SIGTERM");
-    } catch { /* ended */ }
-    await child.status;
+    await executor.stop();
     if (registryUp) await registry.shutdown();
     await relay.close();
   }

@@ -10,7 +10,7 @@ import { type OtlpPoint, startOtlpReceiver } from "../helpers/otlp.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { tcpRelay } from "../helpers/tcp_relay.ts";
 import { eventually } from "../helpers/wire_client.ts";
-import { CLI } from "../helpers/cli.ts";
+import { spawnRemoteExecutor } from "../helpers/relay.ts";
 import { startRelayServer } from "../../src/relay/server/relay_server.ts";
 import { connect } from "../../src/client/client.ts";
 import { nullLogger } from "../../src/log/logger.ts";
@@ -139,29 +139,14 @@ async function run(which: "ours" | "reference") {
       `trace_exporter = { otlp-http = { endpoint = "${rx.url}/v1/traces", protocol = "json" } }\n` +
       `exporter = { otlp-http = { endpoint = "${rx.url}/v1/logs", protocol = "json" } }\n`,
   );
-  const remote = [
-    "--remote",
+  const executor = await spawnRemoteExecutor(
+    which,
     relay.url,
-    "--environment-id",
     "env-m",
-    "--registration-bearer-stdin",
-  ];
-  const [program, ...args] = which === "ours"
-    ? [Deno.execPath(), "run", "-A", CLI, "serve", ...remote, "--log-level", "error"]
-    : [referenceBin()!, "exec-server", ...remote];
-  const child = new Deno.Command(program!, {
-    args,
-    env: { CODEX_HOME: home, OTEL_METRIC_EXPORT_INTERVAL: "200" },
-    stdin: "piped",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
+    await relay.store.createToken("executor", "env-m"),
+    { CODEX_HOME: home, OTEL_METRIC_EXPORT_INTERVAL: "200" },
+  );
   try {
-    const w = child.stdin.getWriter();
-    await w.write(
-      new TextEncoder().encode(await relay.store.createToken("executor", "env-m") + "\n"),
-    );
-    await w.close();
     assert(await eventually(() => relay.executorCount === 1, 60_000), `${which}: never registered`);
     const client = await connect({
       rendezvous: {
@@ -178,8 +163,7 @@ async function run(which: "ours" | "reference") {
     const dialled = 'exec_server_remote_rendezvous_connect_total[["result","success"]]';
     const points = await rx.waitFor((p) => (totals(p)[dialled] ?? 0) >= 2, 60_000);
     // Spans and events are pushed at shutdown at the latest.
-    child.kill("SIGTERM");
-    await child.status;
+    await executor.stop();
     const traced = () => clientSpans(rx.bodies.get("/v1/traces") ?? []);
     assert(await eventually(() => traced().length >= 4, 30_000), `${which}: no remote spans`);
     assert(
@@ -194,10 +178,7 @@ async function run(which: "ours" | "reference") {
       events: processEvents(rx.bodies.get("/v1/logs") ?? []),
     };
   } finally {
-    try {
-      child.kill("SIGTERM");
-    } catch { /* ended */ }
-    await child.status;
+    await executor.stop();
     await relay.close();
   }
 }
