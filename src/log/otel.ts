@@ -9,6 +9,7 @@
  */
 
 import type { TraceContext } from "./trace_context.ts";
+import { grantedEnv } from "../util/env.ts";
 
 /** Runs inbound requests inside spans and names the context for outbound ones. */
 export interface RequestTracer {
@@ -46,14 +47,7 @@ export interface SpanProvider {
  * Never prompts: without permission to read the variable it is off.
  */
 export function otelEnabled(): boolean {
-  try {
-    if (Deno.permissions.querySync({ name: "env", variable: "OTEL_DENO" }).state !== "granted") {
-      return false;
-    }
-    return ["true", "1"].includes((Deno.env.get("OTEL_DENO") ?? "").toLowerCase());
-  } catch {
-    return false;
-  }
+  return ["true", "1"].includes((grantedEnv("OTEL_DENO") ?? "").toLowerCase());
 }
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-.*)?$/;

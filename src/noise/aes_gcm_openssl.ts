@@ -22,6 +22,8 @@
  * @module
  */
 
+import { grantedEnv } from "../util/env.ts";
+
 const SYMBOLS = {
   EVP_CIPHER_CTX_new: { parameters: [], result: "pointer" },
   EVP_aes_256_gcm: { parameters: [], result: "pointer" },
@@ -80,12 +82,7 @@ let loaded: NativeAesGcm | null | undefined;
 export function loadOpenSslAesGcm(): NativeAesGcm | null {
   if (loaded !== undefined) return loaded;
   loaded = null;
-  const variable = "EXEC_SERVER_NATIVE_AES";
-  // Permissions are queried first so that nothing ever prompts.
-  if (
-    Deno.permissions.querySync({ name: "env", variable }).state === "granted" &&
-    Deno.env.get(variable) === "0"
-  ) return null;
+  if (grantedEnv("EXEC_SERVER_NATIVE_AES") === "0") return null;
   if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") return null;
   for (const name of CANDIDATES[Deno.build.os] ?? []) {
     let library: Deno.DynamicLibrary<typeof SYMBOLS>;

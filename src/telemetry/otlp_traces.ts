@@ -13,6 +13,7 @@
  */
 
 import { ProtoWriter } from "../util/protobuf.ts";
+import { grantedEnv, positiveIntegerEnv } from "../util/env.ts";
 import type { AttributeValue, SpanData, SpanSink } from "./spans.ts";
 import type { OtlpExportSettings } from "./otlp_settings.ts";
 
@@ -178,21 +179,8 @@ const MAX_ATTEMPTS = 5;
 const BATCH_DEADLINE_MS = 30_000;
 
 function timeoutMs(env: (name: string) => string | undefined): number {
-  for (const name of ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"]) {
-    const n = Number(env(name) ?? "");
-    if (Number.isInteger(n) && n > 0) return n;
-  }
-  return 10_000;
-}
-
-function readEnv(name: string): string | undefined {
-  try {
-    return Deno.permissions.querySync({ name: "env", variable: name }).state === "granted"
-      ? Deno.env.get(name)
-      : undefined;
-  } catch {
-    return undefined;
-  }
+  return positiveIntegerEnv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", env) ??
+    positiveIntegerEnv("OTEL_EXPORTER_OTLP_TIMEOUT", env) ?? 10_000;
 }
 
 /** `Retry-After` in milliseconds (seconds or an HTTP date), if usable. */
@@ -220,7 +208,7 @@ function retryAfter(value: string | null): number | null {
 export function otlpSpanSink(
   settings: OtlpExportSettings,
   source: SpanSource,
-  env: (name: string) => string | undefined = readEnv,
+  env: (name: string) => string | undefined = grantedEnv,
 ): SpanSink {
   const json = settings.protocol === "json";
   const headers = {

@@ -24,6 +24,7 @@
 
 import { AsyncLocalStorage } from "node:async_hooks";
 import { parseTraceparent, type RequestTracer } from "../log/otel.ts";
+import { positiveIntegerEnv } from "../util/env.ts";
 
 /** An attribute's value. */
 export type AttributeValue = string | number | boolean;
@@ -224,19 +225,6 @@ export class Span implements SpanData {
   }
 }
 
-const envNumber = (name: string): number | undefined => {
-  try {
-    if (Deno.permissions.querySync({ name: "env", variable: name }).state !== "granted") {
-      return undefined;
-    }
-    const raw = Deno.env.get(name);
-    const n = raw === undefined || raw.trim() === "" ? NaN : Number(raw);
-    return Number.isInteger(n) && n > 0 ? n : undefined;
-  } catch {
-    return undefined;
-  }
-};
-
 /**
  * Records spans and pushes them in batches through `sink`.
  *
@@ -270,12 +258,13 @@ export class SpanRecorder {
   /** A recorder pushing through `sink`. */
   constructor(sink: SpanSink, options: SpanBatchOptions = {}) {
     this.#sink = sink;
-    this.#maxQueue = options.maxQueueSize ?? envNumber("OTEL_BSP_MAX_QUEUE_SIZE") ?? 2048;
+    this.#maxQueue = options.maxQueueSize ?? positiveIntegerEnv("OTEL_BSP_MAX_QUEUE_SIZE") ?? 2048;
     this.#batch = Math.min(
       this.#maxQueue,
-      options.maxExportBatchSize ?? envNumber("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") ?? 512,
+      options.maxExportBatchSize ?? positiveIntegerEnv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") ?? 512,
     );
-    this.#delayMs = options.scheduledDelayMs ?? envNumber("OTEL_BSP_SCHEDULE_DELAY") ?? 5000;
+    this.#delayMs = options.scheduledDelayMs ?? positiveIntegerEnv("OTEL_BSP_SCHEDULE_DELAY") ??
+      5000;
     this.#onError = options.onError;
   }
 
