@@ -49,29 +49,36 @@ export function varintSize(v: number): number {
  */
 export class ProtoWriter {
   #buf: Uint8Array<ArrayBuffer>;
-  #view: DataView;
+  #view: DataView | null = null;
   #at = 0;
   /** Where each open message's content starts (after its one-byte length). */
   #open: number[] = [];
 
-  /** A writer whose buffer starts at `capacity` bytes (it grows as needed). */
+  /**
+   * A writer whose buffer starts at `capacity` bytes (it grows as needed;
+   * a message of exactly `capacity` bytes is written without a copy).
+   */
   constructor(capacity = 4096) {
     this.#buf = new Uint8Array(capacity);
-    this.#view = new DataView(this.#buf.buffer);
   }
 
   #room(n: number): void {
     if (this.#at + n <= this.#buf.length) return;
-    let size = this.#buf.length * 2;
+    let size = Math.max(this.#buf.length * 2, 64);
     while (size < this.#at + n) size *= 2;
     const grown = new Uint8Array(size);
     grown.set(this.#buf.subarray(0, this.#at));
     this.#buf = grown;
-    this.#view = new DataView(grown.buffer);
+    this.#view = null;
+  }
+
+  #data(): DataView {
+    return this.#view ??= new DataView(this.#buf.buffer);
   }
 
   #varint(v: number): void {
-    this.#room(10);
+    // Exactly what it takes only near the end (an exactly sized buffer stays).
+    if (this.#at + 10 > this.#buf.length) this.#room(varintSize(v));
     const buf = this.#buf;
     while (v >= 0x80) {
       buf[this.#at++] = (v & 0x7f) | 0x80;
@@ -120,7 +127,7 @@ export class ProtoWriter {
     if (v === 0 && !Object.is(v, -0) && !present) return;
     this.#tag(field, FIXED64);
     this.#room(8);
-    this.#view.setFloat64(this.#at, v, true);
+    this.#data().setFloat64(this.#at, v, true);
     this.#at += 8;
   }
 
@@ -129,7 +136,7 @@ export class ProtoWriter {
     if (v === 0n) return;
     this.#tag(field, FIXED64);
     this.#room(8);
-    this.#view.setBigUint64(this.#at, v, true);
+    this.#data().setBigUint64(this.#at, v, true);
     this.#at += 8;
   }
 
@@ -138,7 +145,7 @@ export class ProtoWriter {
     if (v === 0) return;
     this.#tag(field, FIXED32);
     this.#room(4);
-    this.#view.setUint32(this.#at, v, true);
+    this.#data().setUint32(this.#at, v, true);
     this.#at += 4;
   }
 
@@ -175,9 +182,12 @@ export class ProtoWriter {
     this.end();
   }
 
-  /** A `bytes` field (omitted when empty). */
-  bytes(field: number, data: Uint8Array): void {
-    if (data.length === 0) return;
+  /**
+   * A `bytes` field, or a message encoded apart (omitted when empty unless
+   * `present`: a `oneof` member, an empty message that must be there).
+   */
+  bytes(field: number, data: Uint8Array, present = false): void {
+    if (data.length === 0 && !present) return;
     this.#tag(field, LENGTH);
     this.#varint(data.length);
     this.#room(data.length);
@@ -201,6 +211,15 @@ export class ProtoWriter {
       buf[at++] = (NIBBLE[hex.charCodeAt(i)]! << 4) | NIBBLE[hex.charCodeAt(i + 1)]!;
     }
     this.#at = at;
+  }
+
+  /**
+   * The tag and length of a length-delimited field whose `length` bytes
+   * the caller writes after this writer's output (a payload not copied).
+   */
+  lengthPrefix(field: number, length: number): void {
+    this.#tag(field, LENGTH);
+    this.#varint(length);
   }
 
   /** Opens a nested message as field `field` (always written, even empty). */

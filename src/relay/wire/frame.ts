@@ -18,6 +18,8 @@
  * @module
  */
 
+import { ProtoWriter, varintSize } from "../../util/protobuf.ts";
+
 /** Relay WebSocket frame and message limit (every side of the relay). */
 export const RELAY_WEBSOCKET_MAX = 262_144;
 
@@ -62,41 +64,6 @@ export const RESET_REASON = "noise_relay_protocol_error";
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
-function varintSize(v: number): number {
-  let n = 1;
-  while (v >= 0x80) {
-    v = Math.floor(v / 128);
-    n++;
-  }
-  return n;
-}
-
-class Writer {
-  readonly buf: Uint8Array;
-  at = 0;
-  constructor(size: number) {
-    this.buf = new Uint8Array(size);
-  }
-  varint(v: number): void {
-    while (v >= 0x80) {
-      this.buf[this.at++] = (v & 0x7f) | 0x80;
-      v = Math.floor(v / 128);
-    }
-    this.buf[this.at++] = v;
-  }
-  bytes(field: number, data: Uint8Array): void {
-    this.varint((field << 3) | 2);
-    this.varint(data.length);
-    this.buf.set(data, this.at);
-    this.at += data.length;
-  }
-  uint(field: number, v: number): void {
-    if (v === 0) return;
-    this.varint(field << 3);
-    this.varint(v);
-  }
-}
-
 const lenField = (field: number, len: number) => varintSize(field << 3) + varintSize(len) + len;
 const uintField = (
   field: number,
@@ -109,32 +76,32 @@ function bodyBytes(body: RelayBody): { field: number; inner: Uint8Array } {
       const size = uintField(1, body.seq) + uintField(2, body.segmentIndex) +
         uintField(3, body.segmentCount) +
         (body.payload.length ? lenField(4, body.payload.length) : 0);
-      const w = new Writer(size);
+      const w = new ProtoWriter(size);
       w.uint(1, body.seq);
       w.uint(2, body.segmentIndex);
       w.uint(3, body.segmentCount);
       if (body.payload.length) w.bytes(4, body.payload);
-      return { field: 5, inner: w.buf };
+      return { field: 5, inner: w.finish() };
     }
     case "ack":
       return { field: 6, inner: new Uint8Array(0) };
     case "resume": {
-      const w = new Writer(uintField(1, body.nextSeq));
+      const w = new ProtoWriter(uintField(1, body.nextSeq));
       w.uint(1, body.nextSeq);
-      return { field: 7, inner: w.buf };
+      return { field: 7, inner: w.finish() };
     }
     case "reset": {
       const r = encoder.encode(body.reason);
-      const w = new Writer(r.length ? lenField(1, r.length) : 0);
+      const w = new ProtoWriter(r.length ? lenField(1, r.length) : 0);
       if (r.length) w.bytes(1, r);
-      return { field: 8, inner: w.buf };
+      return { field: 8, inner: w.finish() };
     }
     case "heartbeat":
       return { field: 9, inner: new Uint8Array(0) };
     case "handshake": {
-      const w = new Writer(body.payload.length ? lenField(1, body.payload.length) : 0);
+      const w = new ProtoWriter(body.payload.length ? lenField(1, body.payload.length) : 0);
       if (body.payload.length) w.bytes(1, body.payload);
-      return { field: 10, inner: w.buf };
+      return { field: 10, inner: w.finish() };
     }
   }
 }
@@ -149,15 +116,17 @@ export function encodeRelayFrame(frame: RelayFrame): Uint8Array {
     uintField(3, frame.ack ?? 0) + uintField(4, frame.ackBits ?? 0) +
     (body ? lenField(body.field, body.inner.length) : 0) +
     (tp ? lenField(11, tp.length) : 0) + (ts ? lenField(12, ts.length) : 0);
-  const w = new Writer(size);
+  const w = new ProtoWriter(size);
   w.uint(1, frame.version);
   if (sid.length) w.bytes(2, sid);
   w.uint(3, frame.ack ?? 0);
   w.uint(4, frame.ackBits ?? 0);
-  if (body) w.bytes(body.field, body.inner);
-  if (tp) w.bytes(11, tp);
-  if (ts) w.bytes(12, ts);
-  return w.buf;
+  // Empty messages (Ack, Heartbeat) are present.
+  if (body) w.bytes(body.field, body.inner, true);
+  // `optional` strings: present when set, even empty.
+  if (tp) w.bytes(11, tp, true);
+  if (ts) w.bytes(12, ts, true);
+  return w.finish();
 }
 
 /**
@@ -175,16 +144,14 @@ export function encodeRelayDataPrefix(
   const inner = uintField(1, seq) + uintField(3, 1) + lenField(4, payloadLength);
   const size = uintField(1, RELAY_FRAME_VERSION) + (sid.length ? lenField(2, sid.length) : 0) +
     varintSize((5 << 3) | 2) + varintSize(inner) + (inner - payloadLength);
-  const w = new Writer(size);
+  const w = new ProtoWriter(size);
   w.uint(1, RELAY_FRAME_VERSION);
   if (sid.length) w.bytes(2, sid);
-  w.varint((5 << 3) | 2);
-  w.varint(inner);
+  w.lengthPrefix(5, inner);
   w.uint(1, seq);
   w.uint(3, 1);
-  w.varint((4 << 3) | 2);
-  w.varint(payloadLength);
-  return w.buf;
+  w.lengthPrefix(4, payloadLength);
+  return w.finish();
 }
 
 /** The bytes are not a protobuf frame. */
