@@ -239,9 +239,15 @@ export async function writeFileAtomic(path: string, data: Uint8Array): Promise<v
     });
     return;
   }
-  await replaceAtomically(
-    target,
-    (temp) => Deno.writeFile(temp, data, { createNew: true }),
-    plan,
-  );
+  await replaceAtomically(target, (temp) => writeNewFile(temp, data), plan);
+}
+
+/**
+ * Writes `data` to a file created at `path` (which must not exist). Through
+ * a handle: `Deno.writeFile` takes 5 ms per MiB here (170 ms for 32 MiB,
+ * sync or not) where writes on a handle take 0.15.
+ */
+async function writeNewFile(path: string, data: Uint8Array): Promise<void> {
+  using file = await Deno.open(path, { write: true, createNew: true });
+  await writeAll(file, data);
 }
