@@ -75,20 +75,24 @@ function wordsOf(buffer: ArrayBuffer): BigInt64Array | null {
   return wordsView;
 }
 
-/** XORs `data` in place with the 4-byte `mask`. */
-export function applyMask(data: Uint8Array, mask: Uint8Array): void {
+/**
+ * XORs `data` in place with the 4-byte `mask`, `data[0]` taking mask byte
+ * `phase` (a piece of a payload that starts `phase` bytes, modulo four,
+ * into it).
+ */
+export function applyMask(data: Uint8Array, mask: Uint8Array, phase = 0): void {
   const length = data.length;
   let i = 0;
   // Bytes up to an 8-byte boundary, then whole 64-bit words (BigInt64Array
   // XOR is the fastest form V8 compiles: ~4× 32-bit words), then the tail;
-  // the mask byte for data[i] is always mask[i & 3].
+  // the mask byte for data[i] is always mask[(i + phase) & 3].
   while (i < length && (data.byteOffset + i) % 8 !== 0) {
-    data[i] = data[i]! ^ mask[i & 3]!;
+    data[i] = data[i]! ^ mask[(i + phase) & 3]!;
     i++;
   }
   const words = (length - i) >>> 3;
   if (words > 0) {
-    for (let k = 0; k < 8; k++) ROTATED[k] = mask[(i + k) & 3]!;
+    for (let k = 0; k < 8; k++) ROTATED[k] = mask[(i + k + phase) & 3]!;
     const m = ROTATED_WORD[0]!;
     // The reused view of the whole buffer, or a view of just these words.
     const cached = wordsOf(data.buffer as ArrayBuffer);
@@ -97,7 +101,7 @@ export function applyMask(data: Uint8Array, mask: Uint8Array): void {
     for (let w = first; w < first + words; w++) w64[w]! ^= m;
     i += words << 3;
   }
-  for (; i < length; i++) data[i] = data[i]! ^ mask[i & 3]!;
+  for (; i < length; i++) data[i] = data[i]! ^ mask[(i + phase) & 3]!;
 }
 
 /** Bytes of a frame header for a payload of `length` bytes (with `maskBytes` of mask). */
@@ -307,6 +311,7 @@ export class FrameParser {
       } else {
         const take = Math.min(this.#payload.length - this.#filled, data.length - offset);
         this.#payload.set(data.subarray(offset, offset + take), this.#filled);
+        this.#unmaskFilled(this.#payload.subarray(this.#filled, this.#filled + take));
         this.#filled += take;
         offset += take;
       }
@@ -335,14 +340,23 @@ export class FrameParser {
     // The old view is detached now (its length reads 0): use the recorded one.
     const length = this.#payloadLength;
     this.#payload = new Uint8Array(view.buffer, view.byteOffset - this.#filled, length);
+    this.#unmaskFilled(view);
     this.#filled += view.length;
     return this.#filled === length ? [this.#finishFrame()] : [];
+  }
+
+  /**
+   * Unmasks `piece`, the payload's bytes from `#filled` on, as they arrive:
+   * while they are still in the cache (a frame of megabytes unmasked at its
+   * end is read back from memory).
+   */
+  #unmaskFilled(piece: Uint8Array): void {
+    if (this.#masked) applyMask(piece, this.#mask, this.#filled);
   }
 
   #finishFrame(): Frame {
     const payload = this.#payload!;
     withHeadroom.add(payload);
-    if (this.#masked) applyMask(payload, this.#mask);
     this.#payload = null;
     this.#filled = 0;
     return { fin: this.#fin, opcode: this.#opcode, payload };

@@ -390,12 +390,19 @@ Deno.test("ws frames: masking matches the byte-wise definition at every alignmen
   const mask = Uint8Array.from([0x9a, 0x01, 0xfe, 0x37]);
   for (const length of [0, 1, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 4099, 70_001]) {
     for (let offset = 0; offset < 10; offset++) {
+      // A piece of a payload starting `phase` bytes into it (frames are
+      // unmasked piece by piece as they arrive).
+      const phase = (offset * 7 + length) % 5;
       const backing = new Uint8Array(offset + length + 3).map((_, i) => (i * 29 + 5) & 0xff);
       const data = backing.subarray(offset, offset + length);
-      const expected = data.map((b, i) => b ^ mask[i & 3]!);
+      const expected = data.map((b, i) => b ^ mask[(i + phase) & 3]!);
       const before = backing.slice();
-      applyMask(data, mask);
-      assertEquals(data.toHex(), expected.toHex(), `length ${length} offset ${offset}`);
+      applyMask(data, mask, phase);
+      assertEquals(
+        data.toHex(),
+        expected.toHex(),
+        `length ${length} offset ${offset} phase ${phase}`,
+      );
       // Bytes around the view are untouched.
       assertEquals(backing.subarray(0, offset).toHex(), before.subarray(0, offset).toHex());
       assertEquals(
