@@ -299,10 +299,19 @@ export class Server {
     await this.#stdin?.close().catch(() => {});
     this.#conn?.close();
     try {
-      this.child.kill("SIGKILL");
+      // A profiled server is stopped by a signal it exits on, so the profile is written.
+      this.child.kill(profileFlags().length > 0 ? "SIGTERM" : "SIGKILL");
     } catch { /* gone */ }
     await this.child.status;
   }
+}
+
+/**
+ * Extra `deno run` flags for our server from `BENCH_OURS_DENO_FLAGS`, e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it under a bench.
+ */
+function profileFlags(): string[] {
+  return Deno.env.get("BENCH_OURS_DENO_FLAGS")?.split(" ").filter(Boolean) ?? [];
 }
 
 /** Ours, and the reference when `reference` names its binary, over `transport`; initialized. */
@@ -317,7 +326,7 @@ export async function startServers(
     new Server(
       "ours",
       Deno.execPath(),
-      ["run", "-A", cli, "serve", "--listen", listen, "--log-level", "error"],
+      ["run", "-A", ...profileFlags(), cli, "serve", "--listen", listen, "--log-level", "error"],
       {},
       transport,
     ),

@@ -76,7 +76,7 @@ Deno.test("large messages: the sliced decoder agrees with the strict decoder on 
   ];
   let valid = 0;
   let refused = 0;
-  // The decoder takes 64 KiB of text at a time: strings that end just
+  // The decoder takes 32 KiB of text at a time: strings that end just
   // before, at and after a slice's end (49 152 bytes are 65 536 symbols),
   // and mutations there.
   const edge = 48 * 1024;
