@@ -103,6 +103,9 @@ export class Server {
       hostname: url.hostname,
       port: Number(url.port),
     });
+    // A small request right after a flood goes out at once, not after the
+    // server's delayed acknowledgement of the flood's tail (Nagle).
+    conn.setNoDelay(true);
     await writeAll(
       conn,
       new TextEncoder().encode(
