@@ -42,6 +42,55 @@ export function decodeTracesProtobuf(bytes: Uint8Array): unknown {
   return walk(object);
 }
 
+/** An OTLP attribute value (the members the tests read). */
+export type OtlpAnyValue = {
+  stringValue?: string;
+  intValue?: string | number;
+  boolValue?: boolean;
+};
+/** An OTLP attribute. */
+export type OtlpKeyValue = { key: string; value: OtlpAnyValue };
+
+/** A span as OTLP/JSON spells it. */
+export interface OtlpSpan {
+  readonly name: string;
+  readonly kind: number;
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly parentSpanId?: string;
+  readonly attributes?: OtlpKeyValue[];
+}
+
+/** A log record as OTLP/JSON spells it, with its scope's name. */
+export interface OtlpLogRecord {
+  readonly scope: string;
+  readonly attributes: OtlpKeyValue[];
+  readonly severityText?: string;
+  readonly severityNumber?: number;
+  readonly body?: { stringValue?: string };
+}
+
+/** Every span of the pushed trace bodies (`rx.bodies.get("/v1/traces")`), in order. */
+export function otlpSpans(bodies: readonly unknown[] = []): OtlpSpan[] {
+  return bodies.flatMap((b) =>
+    (b as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> })
+      .resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans))
+  );
+}
+
+/** Every log record of the pushed log bodies (`rx.bodies.get("/v1/logs")`), in order. */
+export function otlpLogRecords(bodies: readonly unknown[] = []): OtlpLogRecord[] {
+  return bodies.flatMap((b) =>
+    (b as {
+      resourceLogs: Array<{
+        scopeLogs: Array<{ scope: { name: string }; logRecords: Omit<OtlpLogRecord, "scope">[] }>;
+      }>;
+    }).resourceLogs.flatMap((r) =>
+      r.scopeLogs.flatMap((s) => s.logRecords.map((l) => ({ scope: s.scope.name, ...l })))
+    )
+  );
+}
+
 /** One metric data point, flattened: its metric, kind and attributes. */
 export interface OtlpPoint {
   readonly scope: string;

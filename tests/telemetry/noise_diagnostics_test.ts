@@ -10,7 +10,7 @@
 // executor handshake diagnostic", with the same reason and registry status.
 
 import { assert, assertEquals } from "../helpers/assert.ts";
-import { startOtlpReceiver } from "../helpers/otlp.ts";
+import { otlpLogRecords, otlpSpans, startOtlpReceiver } from "../helpers/otlp.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { eventually } from "../helpers/wire_client.ts";
 import { spawnRemoteExecutor } from "../helpers/relay.ts";
@@ -102,41 +102,13 @@ async function run(which: "ours" | "reference") {
     // Spans and events are pushed at shutdown at the latest.
     await executor.stop();
     const logs = () =>
-      (rx.bodies.get("/v1/logs") ?? []).flatMap((b) =>
-        (b as {
-          resourceLogs: Array<
-            {
-              scopeLogs: Array<{
-                scope: { name: string };
-                logRecords: Array<
-                  {
-                    attributes: KeyValue[];
-                    severityText?: string;
-                    severityNumber?: number;
-                    body?: { stringValue?: string };
-                  }
-                >;
-              }>;
-            }
-          >;
-        }).resourceLogs.flatMap((r) =>
-          r.scopeLogs.flatMap((s) => s.logRecords.map((l) => ({ scope: s.scope.name, ...l })))
-        )
-      ).filter((l) => l.body?.stringValue === "Noise executor handshake diagnostic");
+      otlpLogRecords(rx.bodies.get("/v1/logs")).filter((l) =>
+        l.body?.stringValue === "Noise executor handshake diagnostic"
+      );
     const spans = () =>
-      (rx.bodies.get("/v1/traces") ?? []).flatMap((b) =>
-        (b as {
-          resourceSpans: Array<{
-            scopeSpans: Array<
-              {
-                spans: Array<
-                  { name: string; kind: number; parentSpanId?: string; attributes?: KeyValue[] }
-                >;
-              }
-            >;
-          }>;
-        }).resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans))
-      ).filter((s) => s.name === "codex.exec_server.noise_handshake_diagnostic");
+      otlpSpans(rx.bodies.get("/v1/traces")).filter((s) =>
+        s.name === "codex.exec_server.noise_handshake_diagnostic"
+      );
     assert(
       await eventually(
         () => logs().length >= SCRIPT.length + 1 && spans().length >= SCRIPT.length + 1,

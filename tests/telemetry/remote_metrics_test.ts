@@ -6,7 +6,13 @@
 // of registrations, rendezvous dials and reconnects by reason.
 
 import { assert, assertEquals } from "../helpers/assert.ts";
-import { type OtlpPoint, startOtlpReceiver } from "../helpers/otlp.ts";
+import {
+  otlpLogRecords,
+  type OtlpPoint,
+  type OtlpSpan,
+  otlpSpans,
+  startOtlpReceiver,
+} from "../helpers/otlp.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { tcpRelay } from "../helpers/tcp_relay.ts";
 import { eventually } from "../helpers/wire_client.ts";
@@ -58,17 +64,9 @@ const attrs = (list: KeyValue[] = []) =>
 
 /** The CLIENT spans (registry and rendezvous calls), as `[name, attributes]`, sorted. */
 function clientSpans(bodies: unknown[]): string[] {
-  return bodies.flatMap((b) =>
-    (b as {
-      resourceSpans: Array<
-        {
-          scopeSpans: Array<
-            { spans: Array<{ name: string; kind: number; attributes?: KeyValue[] }> }
-          >;
-        }
-      >;
-    }).resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans))
-  ).filter((s) => s.kind === 3).map((s) => JSON.stringify([s.name, attrs(s.attributes)])).sort();
+  return otlpSpans(bodies).filter((s) => s.kind === 3).map((s) =>
+    JSON.stringify([s.name, attrs(s.attributes)])
+  ).sort();
 }
 
 /**
@@ -79,17 +77,9 @@ function clientSpans(bodies: unknown[]): string[] {
  * its instant `noise_request_received`.
  */
 function environmentSpans(bodies: unknown[]): string[] {
-  type S = {
-    name: string;
-    kind: number;
-    spanId: string;
-    parentSpanId?: string;
-    attributes?: KeyValue[];
-  };
-  const all = bodies.flatMap((b) =>
-    (b as { resourceSpans: Array<{ scopeSpans: Array<{ spans: S[] }> }> })
-      .resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans))
-  );
+  type S = OtlpSpan;
+
+  const all = otlpSpans(bodies);
   const byId = new Map(all.map((s) => [s.spanId, s]));
   const named = (s: S | undefined) => s === undefined ? null : s.kind === 2 ? "SERVER" : s.name;
   return all
@@ -111,13 +101,8 @@ function environmentSpans(bodies: unknown[]): string[] {
 
 /** The process events, with the executor's identity, sorted. */
 function processEvents(bodies: unknown[]): string[] {
-  return bodies.flatMap((b) =>
-    (b as {
-      resourceLogs: Array<{ scopeLogs: Array<{ logRecords: Array<{ attributes: KeyValue[] }> }> }>;
-    }).resourceLogs.flatMap((r) =>
-      r.scopeLogs.flatMap((s) => s.logRecords.map((l) => attrs(l.attributes)))
-    )
-  ) // The reference also exports a log line or two of its own: events have names.
+  return otlpLogRecords(bodies).map((l) => attrs(l.attributes))
+    // The reference also exports a log line or two of its own: events have names.
     .filter((a) => "event.name" in a).map((a) => JSON.stringify(a)).sort();
 }
 

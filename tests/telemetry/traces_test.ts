@@ -9,7 +9,14 @@
 // `…_capture_shell_snapshot`, `codex.process.spawn`) under it.
 
 import { assert, assertEquals } from "../helpers/assert.ts";
-import { startOtlpReceiver } from "../helpers/otlp.ts";
+import {
+  type OtlpAnyValue,
+  type OtlpKeyValue,
+  otlpLogRecords,
+  type OtlpSpan,
+  otlpSpans,
+  startOtlpReceiver,
+} from "../helpers/otlp.ts";
 import { referenceBin, referenceHome } from "../helpers/reference.ts";
 import { eventually, ourStdioCommand, spawnCommandServer } from "../helpers/wire_client.ts";
 import { metricsWorkload } from "../helpers/metrics_workload.ts";
@@ -20,16 +27,8 @@ import { scratchRoot } from "../helpers/reference.ts";
 import { startWsServer } from "../helpers/ws_server.ts";
 import { sandboxSupport } from "../../src/sandbox/bwrap.ts";
 
-type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean };
-type KeyValue = { key: string; value: AnyValue };
-interface OtlpSpan {
-  name: string;
-  kind: number;
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  attributes?: KeyValue[];
-}
+type AnyValue = OtlpAnyValue;
+type KeyValue = OtlpKeyValue;
 
 const value = (v: AnyValue) => String(v.stringValue ?? v.intValue ?? v.boolValue ?? "");
 const attrs = (list: KeyValue[] = []) =>
@@ -68,31 +67,10 @@ async function run(which: "ours" | "reference", protocol: "json" | "binary" = "j
     });
     assertEquals(fetched.result?.status, 200, JSON.stringify(fetched));
   }
-  const spans = () =>
-    (rx.bodies.get("/v1/traces") ?? []).flatMap((b) =>
-      (b as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> })
-        .resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans))
-    );
+  const spans = () => otlpSpans(rx.bodies.get("/v1/traces"));
   const events = () =>
-    (rx.bodies.get("/v1/logs") ?? []).flatMap((b) =>
-      (b as {
-        resourceLogs: Array<
-          {
-            scopeLogs: Array<
-              {
-                scope: { name: string };
-                logRecords: Array<{ attributes: KeyValue[]; severityText?: string }>;
-              }
-            >;
-          }
-        >;
-      }).resourceLogs.flatMap((r) =>
-        r.scopeLogs.flatMap((s) =>
-          s.logRecords.map((l) =>
-            JSON.stringify([s.scope.name, l.severityText, attrs(l.attributes)])
-          )
-        )
-      )
+    otlpLogRecords(rx.bodies.get("/v1/logs")).map((l) =>
+      JSON.stringify([l.scope, l.severityText, attrs(l.attributes)])
     );
   // Pushed at shutdown: the runtime span ends last.
   assert(
@@ -277,14 +255,9 @@ async function deniedWriteEvents(kind: "ours" | "reference"): Promise<string[]> 
       });
     }
     const events = () =>
-      (rx.bodies.get("/v1/logs") ?? []).flatMap((b) =>
-        (b as {
-          resourceLogs: Array<
-            { scopeLogs: Array<{ logRecords: Array<{ attributes: KeyValue[] }> }> }
-          >;
-        })
-          .resourceLogs.flatMap((r) => r.scopeLogs.flatMap((s) => s.logRecords))
-      ).map((l) => attrs(l.attributes)).filter((a) => "event.name" in a);
+      otlpLogRecords(rx.bodies.get("/v1/logs")).map((l) => attrs(l.attributes)).filter((a) =>
+        "event.name" in a
+      );
     assert(
       await eventually(
         () => events().some((e) => e["event.name"]?.endsWith("process_exit")),
