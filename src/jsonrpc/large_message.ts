@@ -8,8 +8,8 @@
  * each a fresh multi-megabyte allocation, whose page faults are most of the
  * cost on a virtual machine. Here the string is found in the message's
  * bytes (short strings skipped with `indexOf`, the first long one taken)
- * and decoded from them — by V8 for messages up to 12 MiB, by a decoder that
- * finds the string's end as it goes beyond — and the rest of the message
+ * and decoded from them by V8, 32 KiB of text at a time (short strings are
+ * young memory, reused at once) — and the rest of the message
  * (a few hundred bytes, the string replaced by a marker) parsed by the same
  * strict parser as any message. The decoded bytes take the string's place as
  * a {@linkcode Base64Part} — only where the caller said base64 belongs
