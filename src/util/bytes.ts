@@ -87,6 +87,7 @@ let lenient: TextDecoder | undefined;
  * (not ASCII) is searched as bytes.
  */
 export function indexOfNewline(bytes: Uint8Array, from = 0): number {
+  if (bytes.length - from <= NEWLINE_BYTE_SEARCH) return bytes.indexOf(0x0a, from);
   const head = bytes.subarray(from, from + NEWLINE_BYTE_SEARCH).indexOf(0x0a);
   if (head !== -1) return from + head;
   const td = lenient ??= new TextDecoder("utf-8", { ignoreBOM: true });

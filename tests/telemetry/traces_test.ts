@@ -13,7 +13,6 @@ import {
   type OtlpAnyValue,
   type OtlpKeyValue,
   otlpLogRecords,
-  type OtlpSpan,
   otlpSpans,
   startOtlpReceiver,
 } from "../helpers/otlp.ts";
