@@ -322,9 +322,22 @@ export class RemoteExecutor implements AsyncDisposable {
     link.send(frames.reset(streamId)).catch(() => {});
   }
 
-  /** A handshake refused: in the debug log, and as the reference's diagnostic (span and event). */
-  #rejected(streamId: string, reason: HandshakeRejection, registryStatus: number | null = null) {
-    this.#logger.debug("remote.handshake_rejected", { stream: streamId, reason, registryStatus });
+  /**
+   * A handshake refused: in the debug log (with the error that refused it,
+   * if any), and as the reference's diagnostic (span and event).
+   */
+  #rejected(
+    streamId: string,
+    reason: HandshakeRejection,
+    registryStatus: number | null = null,
+    error?: unknown,
+  ) {
+    this.#logger.debug("remote.handshake_rejected", {
+      stream: streamId,
+      reason,
+      registryStatus,
+      ...(error === undefined ? {} : { error: (error as Error).message }),
+    });
     this.#options.tracing?.handshakeRejected({
       environmentId: this.#options.environmentId,
       registrationId: this.#registration.executorRegistrationId,
@@ -332,6 +345,13 @@ export class RemoteExecutor implements AsyncDisposable {
       reason,
       registryStatus,
     });
+  }
+
+  /** Message 1 that does not decrypt or carries no usable authorization: refused, counted, reset. */
+  #brokenHandshake(link: RelayLink, id: string, reason: HandshakeRejection, error: unknown): void {
+    this.#rejected(id, reason, null, error);
+    this.#fail();
+    this.#reset(link, id);
   }
 
   #fail(): void {
@@ -405,21 +425,13 @@ export class RemoteExecutor implements AsyncDisposable {
       try {
         authorization = authorizationFromPayload(payload);
       } catch (error) {
-        this.#rejected(
-          id,
-          payload.length > MAX_AUTHORIZATION_BYTES
-            ? "authorization_too_long"
-            : "authorization_not_utf8",
-        );
-        this.#logger.debug("remote.handshake_failed", { error: (error as Error).message });
-        this.#fail();
-        return this.#reset(link, id);
+        const reason = payload.length > MAX_AUTHORIZATION_BYTES
+          ? "authorization_too_long"
+          : "authorization_not_utf8";
+        return this.#brokenHandshake(link, id, reason, error);
       }
     } catch (error) {
-      this.#rejected(id, "handshake_request");
-      this.#logger.debug("remote.handshake_failed", { error: (error as Error).message });
-      this.#fail();
-      return this.#reset(link, id);
+      return this.#brokenHandshake(link, id, "handshake_request", error);
     }
     const instance = ++this.#instances;
     const pending: StreamState = { kind: "pending", instance, cancelled: false };
