@@ -26,7 +26,7 @@
 
 import { Base64Part, classifyMessage, type IncomingMessage } from "./message.ts";
 import { parseStrictJson, type StrictJsonLimits } from "./strict_json.ts";
-import type { StrictUtf8Decode } from "../util/utf8.ts";
+import { lenientUtf8Decoder, type StrictUtf8Decode, TEXT_SLICE_BYTES } from "../util/utf8.ts";
 import { messageSpare } from "../util/spare_buffer.ts";
 
 /** Messages from this size on are looked at for a base64 string first. */
@@ -90,11 +90,15 @@ export interface DecodedString {
  * `src` is only read.
  */
 export function decodeBase64String(src: Uint8Array, start: number): DecodedString | null {
-  const td = lenient ??= new TextDecoder("utf-8", { ignoreBOM: true });
+  const td = lenientUtf8Decoder();
   const out = messageSpare.take(Math.floor(((src.length - start) * 3) / 4));
   let o = 0;
-  for (let at = start; at < src.length; at += DECODE_SLICE) {
-    const end = Math.min(at + DECODE_SLICE, src.length);
+  // Made into text a slice at a time (TEXT_SLICE_BYTES: per MiB of text,
+  // decoded bytes given back / kept as in a flood, whole strings took 0.10 /
+  // 0.40–0.79 ms for 4 MiB messages and 4–5 ms from 16 MiB on; 32 KiB
+  // slices 0.11–0.14 / 0.32–0.35 at every size).
+  for (let at = start; at < src.length; at += TEXT_SLICE_BYTES) {
+    const end = Math.min(at + TEXT_SLICE_BYTES, src.length);
     // Invalid UTF-8 becomes U+FFFD, which no base64 has: refused below (the
     // rest is decoded strictly on its own later). The string's end is its
     // first quote, in this slice or at the next one's first byte; before
@@ -131,18 +135,6 @@ export function decodeBase64String(src: Uint8Array, start: number): DecodedStrin
   messageSpare.give(out);
   return null;
 }
-
-/**
- * Bytes of base64 made into one string at a time: a short string is young
- * memory, reused at once. Measured per MiB of text, decoded bytes given
- * back / kept (a flood to a child that does not read): whole strings 0.10
- * / 0.40–0.79 ms for 4 MiB messages and 4–5 ms from 16 MiB on; 32 KiB
- * slices 0.11–0.14 / 0.32–0.35 at every size; 64 KiB slices 0.25 / 0.35
- * (a string that large is no longer young memory).
- */
-const DECODE_SLICE = 32 * 1024;
-
-let lenient: TextDecoder | undefined;
 
 /**
  * Gives back the bytes of an upload decoded here (a `Base64Part`'s bytes

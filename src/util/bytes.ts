@@ -1,9 +1,12 @@
 /**
  * Joining byte arrays: the one copy loop every buffer-assembling place
- * (frames, bodies, captured output, Noise transcripts) uses.
+ * (frames, bodies, captured output, Noise transcripts) uses; and the search
+ * for a line's end in a long stretch of bytes.
  *
  * @module
  */
+
+import { lenientUtf8Decoder, TEXT_SLICE_BYTES } from "./utf8.ts";
 
 /**
  * The bytes of `parts` one after another in a new array. `total`, when the
@@ -74,9 +77,6 @@ export class ByteTail {
 
 /** Bytes looked through with `Uint8Array#indexOf` before a search goes by text. */
 const NEWLINE_BYTE_SEARCH = 4096;
-/** Bytes made into one string at a time by {@linkcode indexOfNewline} (young memory). */
-const NEWLINE_SLICE = 32 * 1024;
-let lenient: TextDecoder | undefined;
 
 /**
  * Index of the first `\n` in `bytes` from `from` on, -1 when there is none
@@ -90,9 +90,9 @@ export function indexOfNewline(bytes: Uint8Array, from = 0): number {
   if (bytes.length - from <= NEWLINE_BYTE_SEARCH) return bytes.indexOf(0x0a, from);
   const head = bytes.subarray(from, from + NEWLINE_BYTE_SEARCH).indexOf(0x0a);
   if (head !== -1) return from + head;
-  const td = lenient ??= new TextDecoder("utf-8", { ignoreBOM: true });
-  for (let at = from + NEWLINE_BYTE_SEARCH; at < bytes.length; at += NEWLINE_SLICE) {
-    const slice = bytes.subarray(at, at + NEWLINE_SLICE);
+  const td = lenientUtf8Decoder();
+  for (let at = from + NEWLINE_BYTE_SEARCH; at < bytes.length; at += TEXT_SLICE_BYTES) {
+    const slice = bytes.subarray(at, at + TEXT_SLICE_BYTES);
     const text = td.decode(slice);
     // No byte becomes more than one UTF-16 unit: equal lengths mean every
     // byte is one character, at its own index.

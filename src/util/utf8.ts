@@ -16,6 +16,23 @@
 export type StrictUtf8Decode = (bytes: Uint8Array) => string;
 
 let shared: StrictUtf8Decode | undefined;
+let lenient: TextDecoder | undefined;
+
+/**
+ * The lenient decoder (one for the process): invalid sequences become
+ * U+FFFD, a leading byte-order mark is kept.
+ */
+export function lenientUtf8Decoder(): TextDecoder {
+  return lenient ??= new TextDecoder("utf-8", { ignoreBOM: true });
+}
+
+/**
+ * Bytes made into one string at a time where text is made only to be
+ * searched or decoded (a long line's newline, an upload's base64): a string
+ * this short is young memory, reused at once; a 64 KiB one no longer is
+ * (measured on base64: 0.11–0.14 against 0.25 ms per MiB).
+ */
+export const TEXT_SLICE_BYTES = 32 * 1024;
 
 /**
  * The strict decoder (one for the process: decoding whole texts keeps no
@@ -26,7 +43,7 @@ let shared: StrictUtf8Decode | undefined;
  */
 export function strictUtf8Decoder(): StrictUtf8Decode {
   if (shared) return shared;
-  const lenient = new TextDecoder("utf-8", { ignoreBOM: true });
+  const lenient = lenientUtf8Decoder();
   const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
   return shared = (bytes) => {
     const text = lenient.decode(bytes);
