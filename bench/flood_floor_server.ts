@@ -1,9 +1,10 @@
 /**
  * The floor under `stdin_flood_bench.ts`: a server that only reads and
- * frames what the bench sends — 1 MiB reads into one reused buffer, the
- * line ends found (`indexOfNewline`, the fastest search this package knows)
- * (stdin's pipe grown to 1 MiB, as the server does) or the WebSocket frame headers followed (payloads skipped, only the first
- * bytes of each message unmasked) — and answers every request at once with
+ * frames what the bench sends — 1 MiB reads into one reused buffer (stdin's
+ * pipe grown to 1 MiB, as the server grows it), the line ends found
+ * (`indexOfNewline`, the fastest search this package knows) or the
+ * WebSocket frame headers followed (payloads skipped, only the first bytes
+ * of each message unmasked) — and answers every request at once with
  * an empty result. No JSON parse, no UTF-8 check, no base64, nothing
  * written to a child: what no server can do without. `deno run -A
  * bench/flood_floor_server.ts [stdio | ws]`; for ws it prints its URL.
@@ -11,8 +12,10 @@
  * @module
  */
 
-import { acceptKey } from "../src/http1/head.ts";
-import { indexOfNewline } from "../src/util/bytes.ts";
+import { acceptKey, readHead } from "../src/http1/head.ts";
+import { concatBytes, indexOfNewline } from "../src/util/bytes.ts";
+import { writeAll } from "../src/util/conn_io.ts";
+import { encodeFrame, Opcode } from "../src/websocket/frame.ts";
 import { C, loadLibc } from "../src/util/libc.ts";
 
 const enc = new TextEncoder();
@@ -24,10 +27,6 @@ const HEAD = 128;
 function answer(head: Uint8Array): Uint8Array | null {
   const id = new TextDecoder().decode(head).match(/"id":(\d+)/)?.[1];
   return id === undefined ? null : enc.encode(`{"jsonrpc":"2.0","id":${id},"result":{}}`);
-}
-
-async function writeAll(to: Deno.Conn | typeof Deno.stdout, bytes: Uint8Array): Promise<void> {
-  for (let at = 0; at < bytes.length;) at += await to.write(bytes.subarray(at));
 }
 
 async function serveStdio(): Promise<void> {
@@ -55,40 +54,19 @@ async function serveStdio(): Promise<void> {
   }
 }
 
-/** An unmasked text frame of `payload` (a server's frame). */
-function textFrame(payload: Uint8Array): Uint8Array {
-  const size = payload.length < 126 ? 2 : 4;
-  const frame = new Uint8Array(size + payload.length);
-  frame[0] = 0x81;
-  if (size === 2) frame[1] = payload.length;
-  else frame.set([126, payload.length >> 8, payload.length & 255], 1);
-  frame.set(payload, size);
-  return frame;
-}
-
 async function serveWs(conn: Deno.TcpConn): Promise<void> {
   conn.setNoDelay(true);
   const buffer = new Uint8Array(READ);
-  // The upgrade request, then frames.
-  let pending = new Uint8Array(0);
-  for (;;) {
-    const n = await conn.read(buffer);
-    if (n === null) return;
-    pending = new Uint8Array([...pending, ...buffer.subarray(0, n)]);
-    const text = new TextDecoder().decode(pending);
-    const end = text.indexOf("\r\n\r\n");
-    if (end === -1) continue;
-    const key = text.match(/sec-websocket-key:\s*(\S+)/i)![1]!;
-    await writeAll(
-      conn,
-      enc.encode(
-        "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n" +
-          `sec-websocket-accept: ${acceptKey(key)}\r\n\r\n`,
-      ),
-    );
-    pending = pending.slice(end + 4);
-    break;
-  }
+  const reader = conn.readable.getReader();
+  const request = await readHead(reader);
+  reader.releaseLock();
+  await writeAll(
+    conn,
+    enc.encode(
+      "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n" +
+        `sec-websocket-accept: ${acceptKey(request.headers.get("sec-websocket-key")!)}\r\n\r\n`,
+    ),
+  );
   // Frame state: header bytes gathered, payload bytes left to skip.
   const header = new Uint8Array(14);
   let headerLength = 0;
@@ -128,10 +106,10 @@ async function serveWs(conn: Deno.TcpConn): Promise<void> {
       if (!fin) continue;
       const reply = answer(head.subarray(0, headLength));
       headLength = 0;
-      if (reply) await writeAll(conn, textFrame(reply));
+      if (reply) await writeAll(conn, concatBytes(encodeFrame(Opcode.Text, reply, false)));
     }
   };
-  await take(pending);
+  await take(request.leftover);
   for (;;) {
     const n = await conn.read(buffer);
     if (n === null) return;
