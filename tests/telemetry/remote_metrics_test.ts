@@ -7,6 +7,7 @@
 
 import { assert, assertEquals } from "../helpers/assert.ts";
 import {
+  type OtlpKeyValue,
   otlpLogRecords,
   type OtlpPoint,
   type OtlpSpan,
@@ -46,10 +47,7 @@ function shapes(points: OtlpPoint[]): string[] {
   ].sort();
 }
 
-type KeyValue = {
-  key: string;
-  value: { stringValue?: string; intValue?: string | number; boolValue?: boolean };
-};
+type KeyValue = OtlpKeyValue;
 // The reference's tracing adds where in its source and on which thread a span ran, and its
 // busy and idle time: not part of what it reports.
 const SOURCE_ATTRIBUTES = /^(code\.|thread\.|target$|busy_ns$|idle_ns$)/;
