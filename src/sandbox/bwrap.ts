@@ -23,7 +23,7 @@ import { MINIMAL_PATHS, type SandboxPlan } from "./policy.ts";
 import { isHeldMountPoint } from "./mount_points.ts";
 import { type SeccompNetwork, seccompProgram } from "./seccomp.ts";
 
-export { holdMountPoints } from "./mount_points.ts";
+export { holdMountPoints, MountPointLease } from "./mount_points.ts";
 
 /** Whether this server can sandbox, and if not, why. */
 export interface SandboxSupport {
@@ -529,6 +529,23 @@ export function createdMountPoints(plan: SandboxPlan): string[] {
     }
   }
   return [...created].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * Paths of `plan` where a placeholder is, or may be, another sandbox's: the
+ * mount points it creates, the missing paths it protects, and the read-only
+ * paths inside writable binds (which it binds if they exist). A
+ * {@linkcode MountPointLease} locks them.
+ */
+export function contestedPaths(plan: SandboxPlan): string[] {
+  const fs = plan.fileSystem;
+  if (fs === "unrestricted") return [];
+  const paths = new Set(createdMountPoints(plan));
+  for (const rule of fs.rules) {
+    const missing = rule.kind === "missing-directory" || rule.kind === "missing-file";
+    if (missing || (rule.access === "read" && writableAt(fs, rule.path))) paths.add(rule.path);
+  }
+  return [...paths];
 }
 
 /**

@@ -25,7 +25,13 @@
 import { JsonRpcCode, RpcError } from "../jsonrpc/errors.ts";
 import { ndjsonConnection } from "../jsonrpc/ndjson.ts";
 import { RpcPeer } from "../jsonrpc/peer.ts";
-import { createdMountPoints, holdMountPoints, sandboxCommand } from "./bwrap.ts";
+import {
+  contestedPaths,
+  createdMountPoints,
+  holdMountPoints,
+  MountPointLease,
+  sandboxCommand,
+} from "./bwrap.ts";
 import { MINIMAL_PATHS, type SandboxPlan, withReadable } from "./policy.ts";
 import { VERSION } from "../version.ts";
 import { type SelfCommand, selfCommand } from "./self_command.ts";
@@ -99,21 +105,29 @@ class FsWorker {
     const [bwrap, ...args] = sandboxCommand(confined, "/", argv);
     // Which placeholders bubblewrap will create is decided before it runs:
     // once it does, they exist and would look like real paths.
+    // Locked from here (a failed setup plans again: see SandboxSetupError).
+    const lease = new MountPointLease();
+    lease.add(contestedPaths(confined));
     const mountPoints = createdMountPoints(confined);
     const env: Record<string, string> = { NO_COLOR: "1", ...runtimeEnv };
     for (const name of ["HOME", "PATH", "TMPDIR"]) {
       const value = Deno.env.get(name);
       if (value !== undefined) env[name] = value;
     }
-    this.#child = new Deno.Command(bwrap!, {
-      args,
-      env,
-      clearEnv: true,
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-      detached: true,
-    }).spawn();
+    try {
+      this.#child = new Deno.Command(bwrap!, {
+        args,
+        env,
+        clearEnv: true,
+        stdin: "piped",
+        stdout: "piped",
+        stderr: "piped",
+        detached: true,
+      }).spawn();
+    } catch (error) {
+      lease.release();
+      throw error;
+    }
     this.#stderrDone = drainLines(this.#child.stderr, {
       maxLineBytes: 1024,
       onLine: (line) => {
@@ -121,7 +135,7 @@ class FsWorker {
         if (this.#stderr.length > STDERR_LINES_KEPT) this.#stderr.shift();
       },
     });
-    holdMountPoints(mountPoints, this.#child.status);
+    holdMountPoints(mountPoints, this.#child.status, lease);
     // Gone once it has exited and everything it printed is read.
     this.gone = Promise.allSettled([this.#child.status, this.#stderrDone]).then(() => {});
     this.gone.then(() => this.onGone());

@@ -8,8 +8,10 @@
 import type { FileSystemSandboxContext } from "../protocol/types.ts";
 import { unsafeForHelpers } from "../process/spawn.ts";
 import {
+  contestedPaths,
   createdMountPoints,
   holdMountPoints,
+  MountPointLease,
   type PidNamespace,
   sandboxCommand,
   sandboxSignaller,
@@ -92,7 +94,31 @@ export function prepareSandbox(
   route: ManagedRoute | null = null,
 ): PreparedSandbox | null {
   if (!sandbox) return null;
+  // The paths where another sandbox's placeholder may be are locked first
+  // and the plan made again: it then sees what stays until this one ends.
+  const lease = new MountPointLease();
   let plan = resolveSandbox(sandbox, context);
+  for (let i = 0; plan && i < 3 && lease.add(contestedPaths(plan)); i++) {
+    plan = resolveSandbox(sandbox, context);
+  }
+  try {
+    const result = prepared(plan, context, pidNamespace, route, lease);
+    if (result === null) lease.release();
+    return result;
+  } catch (error) {
+    lease.release();
+    throw error;
+  }
+}
+
+function prepared(
+  resolved: SandboxPlan | null,
+  context: ResolveContext,
+  pidNamespace: PidNamespace,
+  route: ManagedRoute | null,
+  lease: MountPointLease,
+): PreparedSandbox | null {
+  let plan = resolved;
   if (!plan) {
     if (!route) return null;
     // No filesystem confinement asked for, but the managed network is
@@ -127,6 +153,7 @@ export function prepareSandbox(
     proxyRoute = ProxyRoute.open(route.ports, route.captureVia);
   }
   const mountPoints = createdMountPoints(plan);
+  let held = false;
   const env = context.env;
   // Kept from the host-side helpers (see `unsafeForHelpers`): bubblewrap
   // sets them for the confined program alone.
@@ -147,7 +174,14 @@ export function prepareSandbox(
       });
     },
     signaller: sandboxSignaller,
-    hold: (running) => holdMountPoints(mountPoints, running),
-    close: () => proxyRoute?.close() ?? Promise.resolve(),
+    hold: (running) => {
+      held = true;
+      holdMountPoints(mountPoints, running, lease);
+    },
+    close: () => {
+      // Never launched: nothing of it to remove.
+      if (!held) lease.release();
+      return proxyRoute?.close() ?? Promise.resolve();
+    },
   };
 }

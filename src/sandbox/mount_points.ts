@@ -1,15 +1,30 @@
 /**
  * Mount points bubblewrap creates on the host for placeholders (a missing
  * path mounted read-only inside a writable bind exists on the host while a
- * sandbox runs). They are counted per path across every sandbox of this
- * server and removed, if still empty, when the last one using them ends.
+ * sandbox runs), and their removal once no sandbox uses them.
  *
- * While held, such a path is "missing" to new plans
- * ({@linkcode isHeldMountPoint}): a plan that took it for a real directory
- * would bind it, and it could vanish under that sandbox.
+ * In this server they are counted per path, and while held such a path is
+ * "missing" to new plans ({@linkcode isHeldMountPoint}): a plan that took it
+ * for a real directory would bind it, and it could vanish under that sandbox.
+ *
+ * Across servers (of one user, on one machine — two sessions on one
+ * workspace, or `/tmp`, writable in every workspace-write sandbox) counting
+ * is not enough: a directory that is a mount point in another sandbox's
+ * namespace can still be removed, which detaches that sandbox's mount — in
+ * the middle of its setup, bubblewrap then fails ("Can't remount readonly").
+ * So every sandbox holds a {@linkcode MountPointLease}: a shared `flock` on a
+ * lock file per contested path (a placeholder's, or a path a placeholder may
+ * be at), in `/tmp/exec-server-<uid>/mount-points`, taken before the plan it
+ * launches is made and held until it has ended. A placeholder is removed
+ * only under the exclusive lock — when nobody else holds the path — by
+ * whichever holder ends last, the creator or not (a marker file says it is a
+ * placeholder). Without FFI or that directory, servers do not coordinate and
+ * only this server's count decides.
  *
  * @module
  */
+
+import { LockFile } from "../util/file_lock.ts";
 
 const users = new Map<string, number>();
 
@@ -18,13 +33,161 @@ export function isHeldMountPoint(path: string): boolean {
   return users.has(path);
 }
 
+let lockDirectory: string | null | undefined;
+
 /**
- * Holds `paths` while `running` is pending, then removes those no other
- * sandbox still uses, if they are still empty (a directory or a file with
- * nothing in it: what bwrap made).
+ * The directory of the lock files, made 0700 when missing; null when it
+ * cannot be used (not ours, not private, a symlink, no `/tmp`).
  */
-export function holdMountPoints(paths: readonly string[], running: Promise<unknown>): void {
-  if (paths.length === 0) return;
+function lockDir(): string | null {
+  if (lockDirectory !== undefined) return lockDirectory;
+  const uid = Deno.uid();
+  let dir: string | null = `/tmp/exec-server-${uid}`;
+  for (const path of [dir, `${dir}/mount-points`]) {
+    try {
+      Deno.mkdirSync(path, { mode: 0o700 });
+    } catch { /* there already, or not possible: checked below */ }
+    try {
+      const info = Deno.lstatSync(path);
+      const mode = info.mode ?? 0;
+      if (!info.isDirectory || info.uid !== uid || (mode & 0o077) !== 0) dir = null;
+    } catch {
+      dir = null;
+    }
+    if (dir === null) break;
+  }
+  return lockDirectory = dir === null ? null : `${dir}/mount-points`;
+}
+
+/** A lock file's name for `path`: FNV-1a (64-bit) of its bytes (a collision only shares a lock). */
+function lockName(path: string): string {
+  let hash = 0xcbf29ce484222325n;
+  for (const byte of new TextEncoder().encode(path)) {
+    hash = BigInt.asUintN(64, (hash ^ BigInt(byte)) * 0x100000001b3n);
+  }
+  return hash.toString(16).padStart(16, "0");
+}
+
+/** Removes `path` when it is what bubblewrap made: an empty directory, or an empty file. */
+function removeIfEmpty(path: string): void {
+  try {
+    const info = Deno.lstatSync(path);
+    if (info.isDirectory || (info.isFile && info.size === 0)) Deno.removeSync(path);
+  } catch { /* gone, or not empty: leave it */ }
+}
+
+/**
+ * Shared locks on contested paths, held by one sandbox from before its plan
+ * is made until it has ended (see the module documentation).
+ */
+export class MountPointLease {
+  readonly #locks = new Map<string, LockFile>();
+  readonly #dir = lockDir();
+  #released = false;
+
+  /**
+   * Takes shared locks on those of `paths` not held yet; true when it took
+   * one (a plan made before may be out of date). A path whose lock another
+   * server holds exclusively (removing it at this moment) is tried again a
+   * few times, then left unlocked.
+   */
+  add(paths: Iterable<string>): boolean {
+    if (this.#dir === null || this.#released) return false;
+    let added = false;
+    for (const path of paths) {
+      if (this.#locks.has(path)) continue;
+      const file = this.#lock(path);
+      if (file === undefined) return added;
+      if (file === null) continue;
+      this.#locks.set(path, file);
+      added = true;
+    }
+    return added;
+  }
+
+  /**
+   * A shared lock on `path`'s lock file; null when it could not be taken,
+   * undefined without FFI. The exclusive holder only removes a placeholder
+   * and the lock file (microseconds): its lock is tried again, and a lock
+   * file it removed is opened again.
+   */
+  #lock(path: string): LockFile | null | undefined {
+    for (let attempt = 0; attempt < 1000; attempt++) {
+      let file: LockFile | null;
+      try {
+        file = LockFile.open(`${this.#dir}/${lockName(path)}.lock`);
+      } catch {
+        return null;
+      }
+      if (file === null) return undefined;
+      if (file.tryLock(false) && file.isCurrent()) return file;
+      file.close();
+    }
+    return null;
+  }
+
+  /** True when `path` is locked by this lease (its removal is the lease's to decide). */
+  holds(path: string): boolean {
+    return this.#locks.has(path);
+  }
+
+  /** Marks `paths` (mount points this sandbox's bubblewrap creates) as placeholders. */
+  markCreated(paths: readonly string[]): void {
+    for (const path of paths) {
+      if (!this.#locks.has(path)) continue;
+      try {
+        Deno.writeTextFileSync(`${this.#dir}/${lockName(path)}.made`, path);
+      } catch { /* then it stays, as a real path would */ }
+    }
+  }
+
+  /**
+   * Ends the lease (once): each placeholder of its paths that nobody else
+   * holds is removed (deepest first) with its marker and lock file, then
+   * every lock is released.
+   */
+  release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    const paths = [...this.#locks.keys()].sort((a, b) => b.length - a.length);
+    for (const path of paths) {
+      const file = this.#locks.get(path)!;
+      const marker = `${this.#dir}/${lockName(path)}.made`;
+      if (file.tryLock(true)) {
+        let made = false;
+        try {
+          made = Deno.readTextFileSync(marker) === path;
+        } catch { /* not a placeholder */ }
+        if (made) {
+          removeIfEmpty(path);
+          try {
+            Deno.removeSync(marker);
+          } catch { /* gone */ }
+        }
+        // Whoever opened it meanwhile finds it removed once it has the lock.
+        try {
+          Deno.removeSync(file.path);
+        } catch { /* gone */ }
+      }
+      file.close();
+    }
+    this.#locks.clear();
+  }
+}
+
+/**
+ * Holds `paths` (this sandbox's placeholders) while `running` is pending,
+ * then removes those no other sandbox still uses — through `lease` when
+ * servers coordinate (its release decides, and ends it), else when no other
+ * sandbox of this server uses them and they are still empty (a directory or
+ * a file with nothing in it: what bwrap made).
+ */
+export function holdMountPoints(
+  paths: readonly string[],
+  running: Promise<unknown>,
+  lease?: MountPointLease,
+): void {
+  lease?.markCreated(paths);
   for (const path of paths) users.set(path, (users.get(path) ?? 0) + 1);
   const release = () => {
     for (const path of paths) {
@@ -34,11 +197,9 @@ export function holdMountPoints(paths: readonly string[], running: Promise<unkno
         continue;
       }
       users.delete(path);
-      try {
-        const info = Deno.lstatSync(path);
-        if (info.isDirectory || (info.isFile && info.size === 0)) Deno.removeSync(path);
-      } catch { /* gone, or not empty: leave it */ }
+      if (lease?.holds(path) !== true) removeIfEmpty(path);
     }
+    lease?.release();
   };
   running.then(release, release);
 }

@@ -7,10 +7,10 @@ import { join } from "node:path";
 import { createMitm } from "../../src/proxy/mitm/interceptor.ts";
 import {
   isManagedTrustBundlePath,
-  lockFile,
   sha256Hex,
   writeAtomicCreateNewOrReuse,
 } from "../../src/proxy/mitm/files.ts";
+import { lockFile } from "../../src/util/file_lock.ts";
 import { extractCertificates } from "../../src/proxy/mitm/trust.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "../helpers/assert.ts";
 import { addr, canBind443, config, curl, mitmProxy, tlsOrigin } from "../helpers/proxy.ts";

@@ -10,7 +10,7 @@
  */
 
 import { basename, dirname, join } from "node:path";
-import { C, loadLibc } from "../../util/libc.ts";
+import { lockFile } from "../../util/file_lock.ts";
 
 /** SHA-256 of `data` as lower-case hex. */
 export async function sha256Hex(data: Uint8Array | string): Promise<string> {
@@ -67,56 +67,6 @@ export async function writeAtomicCreateNewOrReuse(
     await dir.sync().catch(() => {});
     dir.close();
   } catch { /* best effort */ }
-}
-
-/** A held lock; release to unlock. */
-export interface HeldLock {
-  /** Releases the lock. */
-  release(): void;
-}
-
-async function openLockFile(path: string): Promise<void> {
-  const info = await Deno.lstat(path).catch(() => null);
-  if (info?.isSymlink) throw new Error(`refusing to use symlink lock file ${path}`);
-  if (!info) {
-    await Deno.writeFile(path, new Uint8Array(0), { mode: 0o600, createNew: true }).catch(() => {});
-  }
-}
-
-/**
- * Takes an advisory `flock` on `path` (created 0600 if missing): shared or
- * exclusive; `wait: false` returns `null` instead of blocking. Without FFI,
- * returns `null` for `wait: false` and a no-op lock otherwise.
- */
-export async function lockFile(
-  path: string,
-  exclusive: boolean,
-  wait: boolean,
-): Promise<HeldLock | null> {
-  await openLockFile(path);
-  const libc = loadLibc();
-  if (!libc) return wait ? { release() {} } : null;
-  const fd = libc.open(new TextEncoder().encode(path + "\0"), C.O_RDWR | C.O_CLOEXEC);
-  if (fd < 0) throw new Error(`cannot open lock file ${path}`);
-  const op = (exclusive ? C.LOCK_EX : C.LOCK_SH) | C.LOCK_NB;
-  for (let attempt = 0;; attempt++) {
-    if (libc.flock(fd, op) === 0) break;
-    if (!wait || attempt > 200) {
-      libc.close(fd);
-      if (!wait) return null;
-      throw new Error(`timed out waiting for lock ${path}`);
-    }
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  let held = true;
-  return {
-    release() {
-      if (!held) return;
-      held = false;
-      libc.flock(fd, C.LOCK_UN);
-      libc.close(fd);
-    },
-  };
 }
 
 const CA_NAME = /^ca-([0-9a-f]{64})\.pem$/;

@@ -39,9 +39,9 @@ import { hostBlocked, methodAllowed } from "../policy.ts";
 import { blockedMessage, proxyErrorHeader } from "../responses.ts";
 import type { NetworkProxyState } from "../state.ts";
 import type { Logger } from "../../log/logger.ts";
+import { lockFile } from "../../util/file_lock.ts";
 import {
   isManagedTrustBundlePath,
-  lockFile,
   pruneArtifacts,
   sha256Hex,
   writeAtomicCreateNewOrReuse,
