@@ -17,8 +17,8 @@
  * be at), in `/tmp/exec-server-<uid>/mount-points`, taken before the plan it
  * launches is made and held until it has ended. A placeholder is removed
  * only under the exclusive lock — when nobody else holds the path — by
- * whichever holder ends last, the creator or not (a marker file says it is a
- * placeholder). Without FFI or that directory, servers do not coordinate and
+ * whichever holder ends last, the creator or not (the lock file's contents
+ * say it is a placeholder). Without FFI or that directory, servers do not coordinate and
  * only this server's count decides.
  *
  * @module
@@ -131,19 +131,20 @@ export class MountPointLease {
     return this.#locks.has(path);
   }
 
-  /** Marks `paths` (mount points this sandbox's bubblewrap creates) as placeholders. */
+  /**
+   * Marks `paths` (mount points this sandbox's bubblewrap creates) as
+   * placeholders: their lock files are not empty.
+   */
   markCreated(paths: readonly string[]): void {
     for (const path of paths) {
-      if (!this.#locks.has(path)) continue;
-      try {
-        Deno.writeTextFileSync(`${this.#dir}/${lockName(path)}.made`, path);
-      } catch { /* then it stays, as a real path would */ }
+      const file = this.#locks.get(path);
+      if (file !== undefined && file.size() === 0) file.append(path);
     }
   }
 
   /**
    * Ends the lease (once): each placeholder of its paths that nobody else
-   * holds is removed (deepest first) with its marker and lock file, then
+   * holds is removed (deepest first) with its lock file, then
    * every lock is released.
    */
   release(): void {
@@ -152,18 +153,8 @@ export class MountPointLease {
     const paths = [...this.#locks.keys()].sort((a, b) => b.length - a.length);
     for (const path of paths) {
       const file = this.#locks.get(path)!;
-      const marker = `${this.#dir}/${lockName(path)}.made`;
       if (file.tryLock(true)) {
-        let made = false;
-        try {
-          made = Deno.readTextFileSync(marker) === path;
-        } catch { /* not a placeholder */ }
-        if (made) {
-          removeIfEmpty(path);
-          try {
-            Deno.removeSync(marker);
-          } catch { /* gone */ }
-        }
+        if (file.size() > 0) removeIfEmpty(path);
         // Whoever opened it meanwhile finds it removed once it has the lock.
         try {
           Deno.removeSync(file.path);

@@ -24,18 +24,13 @@ export class LockFile {
   static open(path: string): LockFile | null {
     const libc = loadLibc();
     if (libc === null) return null;
-    let info: Deno.FileInfo | null = null;
-    try {
-      info = Deno.lstatSync(path);
-    } catch { /* missing: created below */ }
-    if (info?.isSymlink) throw new Error(`refusing to use symlink lock file ${path}`);
-    if (info === null) {
-      try {
-        Deno.writeFileSync(path, new Uint8Array(0), { mode: 0o600, createNew: true });
-      } catch { /* made by another process meanwhile */ }
-    }
-    const fd = libc.open(new TextEncoder().encode(path + "\0"), C.O_RDWR | C.O_CLOEXEC);
-    if (fd < 0) throw new Error(`cannot open lock file ${path}`);
+    // One call, no error objects: a sandbox start opens a dozen.
+    const fd = libc.open_mode(
+      new TextEncoder().encode(path + "\0"),
+      C.O_RDWR | C.O_CREAT | C.O_NOFOLLOW | C.O_CLOEXEC,
+      0o600,
+    );
+    if (fd < 0) throw new Error(`cannot open lock file ${path} (a symlink is refused)`);
     return new LockFile(fd, path);
   }
 
@@ -60,6 +55,21 @@ export class LockFile {
     } catch {
       return false;
     }
+  }
+
+  /** Its size (what {@linkcode append} wrote to it). */
+  size(): number {
+    try {
+      return Deno.statSync(`/proc/self/fd/${this.#fd}`).size;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** Appends `text` to its contents (a note for the next holder). */
+  append(text: string): void {
+    const bytes = new TextEncoder().encode(text);
+    loadLibc()!.write(this.#fd, bytes, BigInt(bytes.length));
   }
 
   /** Unlocks and closes it (once). */

@@ -16,6 +16,8 @@ const SYMBOLS = {
   unlockpt: { parameters: ["i32"], result: "i32" },
   ptsname_r: { parameters: ["i32", "buffer", "usize"], result: "i32" },
   open: { parameters: ["buffer", "i32"], result: "i32" },
+  /** `open` with a mode (for `O_CREAT`). */
+  open_mode: { name: "open", parameters: ["buffer", "i32", "u32"], result: "i32" },
   ioctl: { parameters: ["i32", "u64", "buffer"], result: "i32" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   /** On a thread of its own: a TUN device's read blocks until a packet comes. */
@@ -34,11 +36,14 @@ const SYMBOLS = {
 /** The bound functions. */
 export type Libc = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
 
-/** Linux constants (x86-64 and aarch64 agree on these). */
+/** Linux constants (x86-64 and aarch64 agree on these, unless said). */
 export const C = {
   O_RDWR: 0x2,
   O_NOCTTY: 0x100,
   O_CLOEXEC: 0x80000,
+  O_CREAT: 0x40,
+  /** Differs by architecture. */
+  O_NOFOLLOW: Deno.build.arch === "aarch64" ? 0x8000 : 0x20000,
   SOCK_CLOEXEC: 0x80000,
   TIOCSWINSZ: 0x5414n,
   TIOCGWINSZ: 0x5413n,

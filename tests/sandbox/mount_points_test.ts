@@ -108,9 +108,8 @@ Deno.test({
       assert(!exists(`${ws}/.git`), "removed by the server whose sandbox ended last");
       const locks = `/tmp/exec-server-${Deno.uid()}/mount-points`;
       for (const entry of exists(locks) ? Deno.readDirSync(locks) : []) {
-        if (!entry.name.endsWith(".made")) continue;
         const made = Deno.readTextFileSync(`${locks}/${entry.name}`);
-        assert(!made.startsWith(ws), `marker left for ${made}`);
+        assert(!made.startsWith(ws), `lock file left for ${made}`);
       }
     } finally {
       await Deno.remove(base, { recursive: true });
