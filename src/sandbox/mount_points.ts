@@ -18,8 +18,8 @@
  * launches is made and held until it has ended. A placeholder is removed
  * only under the exclusive lock — when nobody else holds the path — by
  * whichever holder ends last, the creator or not (the lock file's contents
- * say it is a placeholder). Without FFI or that directory, servers do not coordinate and
- * only this server's count decides.
+ * say it is a placeholder). Without FFI or that directory, servers do not
+ * coordinate and only this server's count decides.
  *
  * @module
  */
@@ -144,8 +144,8 @@ export class MountPointLease {
 
   /**
    * Ends the lease (once): each placeholder of its paths that nobody else
-   * holds is removed (deepest first) with its lock file, then
-   * every lock is released.
+   * holds is removed (deepest first) with its lock file, then every lock is
+   * released.
    */
   release(): void {
     if (this.#released) return;

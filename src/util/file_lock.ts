@@ -9,7 +9,7 @@
 
 import { C, loadLibc } from "./libc.ts";
 
-/** A lock file opened for locking (see {@linkcode openLockFile}). */
+/** A lock file opened for locking (see {@linkcode LockFile.open}). */
 export class LockFile {
   #fd: number;
 
