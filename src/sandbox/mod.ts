@@ -28,6 +28,7 @@ import { tcpCaptureSupport } from "./tcp_capture/support.ts";
 
 export { DenialDetector } from "./denied.ts";
 export { sandboxSupport } from "./bwrap.ts";
+export { placeholderCoordination } from "./mount_points.ts";
 export { tcpCaptureSupport } from "./tcp_capture/support.ts";
 export type { SandboxPlan } from "./policy.ts";
 

@@ -34,29 +34,58 @@ export function isHeldMountPoint(path: string): boolean {
 }
 
 let lockDirectory: string | null | undefined;
+let lockDirProblem: string | null = null;
 
 /**
- * The directory of the lock files, made 0700 when missing; null when it
- * cannot be used (not ours, not private, a symlink, no `/tmp`).
+ * `<base>/mount-points`, made 0700 (with `base`) when missing — or why it
+ * cannot hold the lock files: not a directory of this user's alone (another
+ * user may make `/tmp/exec-server-<uid>` first), a symlink, no `/tmp`.
  */
-function lockDir(): string | null {
-  if (lockDirectory !== undefined) return lockDirectory;
+export function lockDirAt(base: string): { dir: string } | { problem: string } {
   const uid = Deno.uid();
-  let dir: string | null = `/tmp/exec-server-${uid}`;
-  for (const path of [dir, `${dir}/mount-points`]) {
+  for (const path of [base, `${base}/mount-points`]) {
     try {
       Deno.mkdirSync(path, { mode: 0o700 });
     } catch { /* there already, or not possible: checked below */ }
     try {
       const info = Deno.lstatSync(path);
-      const mode = info.mode ?? 0;
-      if (!info.isDirectory || info.uid !== uid || (mode & 0o077) !== 0) dir = null;
-    } catch {
-      dir = null;
+      if (!info.isDirectory || info.uid !== uid || ((info.mode ?? 0) & 0o077) !== 0) {
+        return { problem: `${path} is not a directory of this user's alone (mode 0700)` };
+      }
+    } catch (error) {
+      return { problem: `${path}: ${(error as Error).message}` };
     }
-    if (dir === null) break;
   }
-  return lockDirectory = dir === null ? null : `${dir}/mount-points`;
+  return { dir: `${base}/mount-points` };
+}
+
+/** The directory of the lock files (see {@linkcode lockDirAt}), or null. */
+function lockDir(): string | null {
+  if (lockDirectory !== undefined) return lockDirectory;
+  const found = lockDirAt(`/tmp/exec-server-${Deno.uid()}`);
+  if ("problem" in found) lockDirProblem = found.problem;
+  return lockDirectory = "dir" in found ? found.dir : null;
+}
+
+/**
+ * Why this server's sandboxes cannot agree on placeholders with other
+ * servers (see the module documentation), or null when they can.
+ */
+export function placeholderCoordination(): string | null {
+  const dir = lockDir();
+  if (dir === null) return lockDirProblem;
+  let file: LockFile | null;
+  try {
+    file = LockFile.open(`${dir}/probe-${Deno.pid}.lock`);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  if (file === null) return "FFI is not available (run with --allow-ffi)";
+  file.close();
+  try {
+    Deno.removeSync(file.path);
+  } catch { /* gone */ }
+  return null;
 }
 
 /** A lock file's name for `path`: FNV-1a (64-bit) of its bytes (a collision only shares a lock). */

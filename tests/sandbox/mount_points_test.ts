@@ -6,6 +6,7 @@
 // in every namespace, and there the protected path becomes creatable.
 
 import { sandboxSupport } from "../../src/sandbox/bwrap.ts";
+import { lockDirAt, placeholderCoordination } from "../../src/sandbox/mount_points.ts";
 import { assert, assertEquals } from "../helpers/assert.ts";
 import { scratchRoot } from "../helpers/reference.ts";
 import { oursServer, sandboxContext, WORKSPACE_WRITE } from "../helpers/sandbox.ts";
@@ -115,4 +116,33 @@ Deno.test({
       await Deno.remove(base, { recursive: true });
     }
   },
+});
+
+Deno.test("mount points: the lock directory must be this user's alone — another's, a shared one or a symlink is refused, with why", async () => {
+  const base = await Deno.makeTempDir({ dir: scratchRoot(), prefix: "lockdir-" });
+  try {
+    // Made when missing, 0700.
+    const made = lockDirAt(`${base}/fresh`);
+    assertEquals(made, { dir: `${base}/fresh/mount-points` });
+    assertEquals(Deno.statSync(`${base}/fresh`).mode! & 0o777, 0o700);
+    // Someone made it first, open to others (the attacker's mkdir in /tmp).
+    await Deno.mkdir(`${base}/open`);
+    await Deno.chmod(`${base}/open`, 0o777);
+    const open = lockDirAt(`${base}/open`);
+    assert("problem" in open && open.problem.includes("not a directory of this user's alone"));
+    // A symlink to a private directory is not that directory.
+    await Deno.symlink(`${base}/fresh`, `${base}/link`);
+    const link = lockDirAt(`${base}/link`);
+    assert("problem" in link && link.problem.startsWith(`${base}/link `), JSON.stringify(link));
+    // The inner directory is checked too.
+    await Deno.mkdir(`${base}/inner/mount-points`, { recursive: true, mode: 0o700 });
+    await Deno.chmod(`${base}/inner`, 0o700);
+    await Deno.chmod(`${base}/inner/mount-points`, 0o755);
+    const inner = lockDirAt(`${base}/inner`);
+    assert("problem" in inner && inner.problem.startsWith(`${base}/inner/mount-points`));
+  } finally {
+    await Deno.remove(base, { recursive: true });
+  }
+  // This machine's is usable: the servers above agreed through it.
+  assertEquals(placeholderCoordination(), null);
 });

@@ -30,6 +30,7 @@ import {
   DenialDetector,
   LINUX_SANDBOX_TYPE,
   type ManagedRoute,
+  placeholderCoordination,
   type PreparedSandbox,
   prepareSandbox,
   SandboxUnavailableError,
@@ -344,6 +345,7 @@ async function startChild(
     if (error instanceof RpcError) throw error;
     throw startError((error as Error).message, "sandboxPreparation", error);
   }
+  if (sandbox !== null && sandbox.plan.fileSystem !== "unrestricted") warnIfUncoordinated(server);
   try {
     const result = await launchChild(p, ctx, starter, env, sandbox);
     if (sandbox) void session.process(p.processId)?.finished.then(() => sandbox.close());
@@ -463,4 +465,17 @@ async function launchChild(
     sandboxType: sandbox ? LINUX_SANDBOX_TYPE : "none",
   };
   return result;
+}
+
+let coordinationChecked = false;
+
+/**
+ * Warns once when this server's sandboxes cannot agree on placeholders with
+ * other servers' (see `sandbox/mount_points.ts`): never a silent fallback.
+ */
+function warnIfUncoordinated(server: HandlerContext["server"]): void {
+  if (coordinationChecked) return;
+  coordinationChecked = true;
+  const reason = placeholderCoordination();
+  if (reason !== null) server.logger.warn("sandbox.placeholders_uncoordinated", { reason });
 }
