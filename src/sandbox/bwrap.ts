@@ -533,14 +533,15 @@ export function createdMountPoints(plan: SandboxPlan): string[] {
 
 /**
  * Paths of `plan` where a placeholder is, or may be, another sandbox's: the
- * mount points it creates, the missing paths it protects, and the read-only
- * paths inside writable binds (which it binds if they exist). A
- * {@linkcode MountPointLease} locks them.
+ * mount points it creates (`created`: its {@linkcode createdMountPoints}),
+ * the missing paths it protects, and the read-only paths inside writable
+ * binds (which it binds if they exist). A {@linkcode MountPointLease} locks
+ * them.
  */
-export function contestedPaths(plan: SandboxPlan): string[] {
+export function contestedPaths(plan: SandboxPlan, created: readonly string[]): string[] {
   const fs = plan.fileSystem;
   if (fs === "unrestricted") return [];
-  const paths = new Set(createdMountPoints(plan));
+  const paths = new Set(created);
   for (const rule of fs.rules) {
     const missing = rule.kind === "missing-directory" || rule.kind === "missing-file";
     if (missing || (rule.access === "read" && writableAt(fs, rule.path))) paths.add(rule.path);

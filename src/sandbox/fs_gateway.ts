@@ -104,11 +104,11 @@ class FsWorker {
     );
     const [bwrap, ...args] = sandboxCommand(confined, "/", argv);
     // Which placeholders bubblewrap will create is decided before it runs:
-    // once it does, they exist and would look like real paths.
-    // Locked from here (a failed setup plans again: see SandboxSetupError).
-    const lease = new MountPointLease();
-    lease.add(contestedPaths(confined));
+    // once it does, they exist and would look like real paths. Locked from
+    // here (a failed setup plans again: see SandboxSetupError).
     const mountPoints = createdMountPoints(confined);
+    const lease = new MountPointLease();
+    lease.add(contestedPaths(confined, mountPoints));
     const env: Record<string, string> = { NO_COLOR: "1", ...runtimeEnv };
     for (const name of ["HOME", "PATH", "TMPDIR"]) {
       const value = Deno.env.get(name);

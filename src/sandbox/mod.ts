@@ -99,11 +99,15 @@ export function prepareSandbox(
   // and the plan made again: it then sees what stays until this one ends.
   const lease = new MountPointLease();
   let plan = resolveSandbox(sandbox, context);
-  for (let i = 0; plan && i < 3 && lease.add(contestedPaths(plan)); i++) {
+  // The mount points its bubblewrap will create: once it runs they exist
+  // and would look like real paths.
+  let created = plan ? createdMountPoints(plan) : [];
+  for (let i = 0; plan && i < 3 && lease.add(contestedPaths(plan, created)); i++) {
     plan = resolveSandbox(sandbox, context);
+    created = plan ? createdMountPoints(plan) : [];
   }
   try {
-    const result = prepared(plan, context, pidNamespace, route, lease);
+    const result = prepared(plan, created, context, pidNamespace, route, lease);
     if (result === null) lease.release();
     return result;
   } catch (error) {
@@ -114,6 +118,7 @@ export function prepareSandbox(
 
 function prepared(
   resolved: SandboxPlan | null,
+  mountPoints: readonly string[],
   context: ResolveContext,
   pidNamespace: PidNamespace,
   route: ManagedRoute | null,
@@ -153,7 +158,6 @@ function prepared(
     plan = { ...plan, network: "restricted" };
     proxyRoute = ProxyRoute.open(route.ports, route.captureVia);
   }
-  const mountPoints = createdMountPoints(plan);
   let held = false;
   const env = context.env;
   // Kept from the host-side helpers (see `unsafeForHelpers`): bubblewrap

@@ -33,8 +33,7 @@ export function isHeldMountPoint(path: string): boolean {
   return users.has(path);
 }
 
-let lockDirectory: string | null | undefined;
-let lockDirProblem: string | null = null;
+let lockDirFound: { dir: string } | { problem: string } | undefined;
 
 /**
  * `<base>/mount-points`, made 0700 (with `base`) when missing — or why it
@@ -59,12 +58,9 @@ export function lockDirAt(base: string): { dir: string } | { problem: string } {
   return { dir: `${base}/mount-points` };
 }
 
-/** The directory of the lock files (see {@linkcode lockDirAt}), or null. */
-function lockDir(): string | null {
-  if (lockDirectory !== undefined) return lockDirectory;
-  const found = lockDirAt(`/tmp/exec-server-${Deno.uid()}`);
-  if ("problem" in found) lockDirProblem = found.problem;
-  return lockDirectory = "dir" in found ? found.dir : null;
+/** This server's lock directory, or why it has none (see {@linkcode lockDirAt}); looked at once. */
+function lockDir(): { dir: string } | { problem: string } {
+  return lockDirFound ??= lockDirAt(`/tmp/exec-server-${Deno.uid()}`);
 }
 
 /**
@@ -72,11 +68,11 @@ function lockDir(): string | null {
  * servers (see the module documentation), or null when they can.
  */
 export function placeholderCoordination(): string | null {
-  const dir = lockDir();
-  if (dir === null) return lockDirProblem;
+  const found = lockDir();
+  if ("problem" in found) return found.problem;
   let file: LockFile | null;
   try {
-    file = LockFile.open(`${dir}/probe-${Deno.pid}.lock`);
+    file = LockFile.open(`${found.dir}/probe-${Deno.pid}.lock`);
   } catch (error) {
     return (error as Error).message;
   }
@@ -111,8 +107,14 @@ function removeIfEmpty(path: string): void {
  */
 export class MountPointLease {
   readonly #locks = new Map<string, LockFile>();
-  readonly #dir = lockDir();
+  readonly #dir: string | null;
   #released = false;
+
+  /** A lease holding nothing yet. */
+  constructor() {
+    const found = lockDir();
+    this.#dir = "dir" in found ? found.dir : null;
+  }
 
   /**
    * Takes shared locks on those of `paths` not held yet; true when it took
