@@ -103,6 +103,28 @@ export interface SandboxRun {
 
 let runs = 0;
 
+/** Starts `/bin/sh -c script` as `processId` in `ws` under `sandbox`; its `process/start` result. */
+export async function startSandboxed(
+  c: WireClient,
+  processId: string,
+  ws: string,
+  script: string,
+  sandbox: Msg | null,
+  extra: Msg = {},
+): Promise<Msg> {
+  const started = await c.call("process/start", {
+    processId,
+    argv: ["/bin/sh", "-c", script],
+    cwd: `file://${ws}`,
+    env: { PATH: "/usr/local/bin:/usr/bin:/bin", LC_ALL: "C" },
+    tty: false,
+    sandbox,
+    ...extra,
+  });
+  if (started.error) throw new Error(`process/start: ${JSON.stringify(started.error)}`);
+  return started.result;
+}
+
 /**
  * Runs `/bin/sh -c script` in `ws` under `sandbox` and collects it. Output
  * comes from process/read (the reference's order of events around start is
@@ -116,16 +138,7 @@ export async function runSandboxed(
   extra: Msg = {},
 ): Promise<SandboxRun> {
   const processId = `sb${++runs}`;
-  const started = await c.call("process/start", {
-    processId,
-    argv: ["/bin/sh", "-c", script],
-    cwd: `file://${ws}`,
-    env: { PATH: "/usr/local/bin:/usr/bin:/bin", LC_ALL: "C" },
-    tty: false,
-    sandbox,
-    ...extra,
-  });
-  if (started.error) throw new Error(`process/start: ${JSON.stringify(started.error)}`);
+  const started = await startSandboxed(c, processId, ws, script, sandbox, extra);
   const decoder = new TextDecoder();
   let stdout = "";
   let stderr = "";
@@ -144,7 +157,7 @@ export async function runSandboxed(
     after = read.nextSeq - 1;
     if (read.closed) {
       return {
-        sandboxType: started.result.sandboxType,
+        sandboxType: started.sandboxType,
         exitCode: read.exitCode,
         sandboxDenied: read.sandboxDenied,
         stdout,

@@ -9,7 +9,7 @@ import { sandboxSupport } from "../../src/sandbox/bwrap.ts";
 import { lockDirAt, placeholderCoordination } from "../../src/sandbox/mount_points.ts";
 import { assert, assertEquals } from "../helpers/assert.ts";
 import { scratchRoot } from "../helpers/reference.ts";
-import { oursServer, sandboxContext, WORKSPACE_WRITE } from "../helpers/sandbox.ts";
+import { oursServer, sandboxContext, startSandboxed, WORKSPACE_WRITE } from "../helpers/sandbox.ts";
 import type { WireClient } from "../helpers/wire_client.ts";
 
 const decoder = new TextDecoder();
@@ -32,16 +32,9 @@ async function readUntil(
 
 /** Starts `script` in `ws` under workspace-write, its stdin piped. */
 async function startWaiting(c: WireClient, processId: string, ws: string, script: string) {
-  const started = await c.call("process/start", {
-    processId,
-    argv: ["/bin/sh", "-c", script],
-    cwd: `file://${ws}`,
-    env: { PATH: "/usr/local/bin:/usr/bin:/bin", LC_ALL: "C" },
-    tty: false,
+  await startSandboxed(c, processId, ws, script, sandboxContext(ws, WORKSPACE_WRITE), {
     pipeStdin: true,
-    sandbox: sandboxContext(ws, WORKSPACE_WRITE),
   });
-  if (started.error) throw new Error(`process/start: ${JSON.stringify(started.error)}`);
 }
 
 async function write(c: WireClient, processId: string, line: string) {
